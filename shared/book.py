@@ -1,0 +1,204 @@
+"""Build the book: run every registered notebook, benchmark, generate the summary pages, render.
+
+``acl26 book`` = fetch assets -> :func:`acl26.runner.run` for every paper (profile ``book``) ->
+:func:`acl26.bench.run` -> :func:`generate` (tables for the intro, claims ledger, performance,
+assets and environment pages, written to ``book/_generated/``) -> vendor MathJax into
+``book/_static/mathjax`` -> ``jupyter-book build . --toc book/_toc.yml -W -n --keep-going``.
+
+The committed pages in ``book/`` hold the prose and ``{include}`` the generated tables, so every
+number in the book comes from a run.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.metadata as md
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from acl26 import assets, bench, claims, io, paths, registry
+from acl26.runner import RunError
+
+PACKAGES = ("torch", "transformers", "tokenizers", "datasets", "numba", "numpy", "pandas", "seaborn",
+            "matplotlib", "papermill", "jupyter-book", "nbmake", "gguf", "safetensors", "acl26-repro")
+
+
+class BookError(RunError):
+    """The book could not be built."""
+
+
+def _esc(value) -> str:
+    text = "" if value is None else str(value)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def table(rows: list[dict], columns: list[str] | None = None) -> str:
+    """A MyST pipe table."""
+    if not rows:
+        return "*(nothing yet)*\n"
+    columns = columns or list(rows[0])
+    out = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    for row in rows:
+        out.append("| " + " | ".join(_esc(row.get(c, "")) for c in columns) + " |")
+    return "\n".join(out) + "\n"
+
+
+def _load(path: Path):
+    try:
+        return io.read_json(path)
+    except (OSError, ValueError):
+        return None
+
+
+def _results(executed: Path, profile: str) -> dict[str, dict]:
+    out = {}
+    for pid in registry.PAPERS:
+        data = _load(claims.result_path(pid, profile, executed / "results"))
+        if data:
+            out[pid] = data
+    return out
+
+
+def _verdicts(result: dict) -> str:
+    rows = result.get("claims", [])
+    n = len(rows)
+    yes = sum(r["holds?"] == claims.HOLDS for r in rows)
+    no = sum(r["holds?"] == claims.FAILS for r in rows)
+    untested = n - yes - no
+    return f"{yes} of {n} hold, {no} do not, {untested} not tested"
+
+
+def generate(executed: Path, generated: Path, profile: str = "book") -> list[Path]:
+    """Write the generated fragments the book pages include; returns the files written."""
+    results = _results(executed, profile)
+    runs = {pid: _load(executed / "runs" / f"{pid}.json") for pid in registry.PAPERS}
+    written = []
+
+    # intro: one row per chapter
+    rows = []
+    for pid, paper in registry.PAPERS.items():
+        res = results.get(pid)
+        run = runs.get(pid) or {}
+        rows.append({
+            "chapter": f"[{paper.title.split(':')[0]}]({'executed/' + pid}.ipynb)",
+            "paper": f"arXiv {paper.arxiv}",
+            "profile": run.get("profile", "—"),
+            "claims": _verdicts(res) if res else "not run",
+            "run time": f"{run['wall_s']:.0f} s" if run.get("wall_s") else "—",
+        })
+    planned = [name for pid, name in registry.PLANNED.items() if pid not in registry.PAPERS]
+    text = table(rows)
+    if planned:
+        text += "\nChapters still to come (no placeholder pages): " + "; ".join(planned) + ".\n"
+    written.append(io.write_text(generated / "intro_status.md", text))
+
+    # claims ledger
+    parts = []
+    for pid, paper in registry.PAPERS.items():
+        res = results.get(pid)
+        parts.append(f"## {paper.title.split(':')[0]}\n")
+        if not res:
+            parts.append(f"*Not run with the `{profile}` profile yet (`acl26 run {pid}`).*\n")
+            continue
+        parts.append(f"Profile `{res['profile']}`, run {res['started']} ({res['wall_s']:.0f} s). {_verdicts(res)}.\n")
+        parts.append(table(res["claims"], ["statement" if "statement" in res["claims"][0] else "claim", "paper",
+                                           "source", "ours", "test", "holds?", "note"]))
+    written.append(io.write_text(generated / "claims.md", "\n".join(parts)))
+
+    # performance
+    parts = []
+    for pid, paper in registry.PAPERS.items():
+        data = _load(executed / "bench" / f"{pid}.json")
+        parts.append(f"## {data['title'] if data else paper.title.split(':')[0]}\n")
+        if not data:
+            parts.append(f"*No benchmark run yet (`acl26 bench {pid}`).*\n")
+            continue
+        m = data["machine"]
+        parts.append(f"Run {data['started']} on {m['cpus']} CPU(s) ({m['cpu'] or 'unknown CPU'}), Python {m['python']}"
+                     f"{' — quick mode' if data.get('quick') else ''}. {data.get('note', '')}\n")
+        goals = [{**g, "met": {True: "yes", False: "no", None: "—"}[g["met"]]} for g in data["goals"]]
+        parts.append("**Goals**\n\n" + table(goals, ["goal", "target", "measured", "met"]))
+        rows = [{**r, "median_s": f"{r['median_s']:.3f}", "ratio": f"{r['ratio']:.2f}×"} for r in data["rows"]]
+        parts.append("**Measurements** (median seconds; ratio = baseline time / this time, same run)\n\n" + table(rows))
+    written.append(io.write_text(generated / "performance.md", "\n".join(parts)))
+
+    # assets and licences
+    rows = assets.licenses_table()
+    for r in rows:
+        r["sha256"] = f"`{r['sha256'][:16]}…`"
+    written.append(io.write_text(generated / "assets.md", table(rows, ["asset", "registry", "package", "license", "content",
+                                                                       "used by", "what", "sha256"])))
+
+    # environment: execution table + versions
+    rows = []
+    for pid in registry.PAPERS:
+        run = runs.get(pid)
+        rows.append({"notebook": f"notebooks/{pid}.ipynb", "profile": run["profile"] if run else "—",
+                     "finished (UTC)": run["finished"] if run else "not run",
+                     "wall time": f"{run['wall_s']:.0f} s" if run else "—",
+                     "status": "ok" if run else "—"})
+    versions = []
+    for name in PACKAGES:
+        try:
+            versions.append({"package": name, "version": md.version(name)})
+        except md.PackageNotFoundError:
+            versions.append({"package": name, "version": "not installed"})
+    m = bench.machine()
+    env_text = ("## Executed notebooks\n\n" + table(rows) + "\n## Machine\n\n" + table([m]) +
+                "\n## Packages\n\n" + table(versions))
+    written.append(io.write_text(generated / "environment.md", env_text))
+    return written
+
+
+def vendor_mathjax(static: Path) -> Path:
+    """Copy MathJax (npm ``mathjax``) into the book's static folder for offline rendering."""
+    src = assets.path("mathjax") / "package" / "es5"
+    dest = static / "mathjax"
+    with io.atomic_dir(dest) as tmp:
+        shutil.copytree(src, tmp, dirs_exist_ok=True)
+    return dest
+
+
+def build(root: Path) -> Path:
+    """Run Jupyter Book 1 from the repository root, treating warnings as errors."""
+    exe = Path(sys.executable).with_name("jupyter-book")
+    cmd = [str(exe) if exe.exists() else "jupyter-book", "build", str(root), "--toc", str(root / "book" / "_toc.yml"),
+           "-W", "-n", "--keep-going", "--builder", "html"]
+    proc = subprocess.run(cmd, cwd=root)
+    if proc.returncode != 0:
+        raise BookError(f"jupyter-book build failed (exit {proc.returncode}); see the messages above")
+    return root / "_build" / "html" / "index.html"
+
+
+def main(profile: str = "book", *, do_run: bool = True, do_bench: bool = True, do_build: bool = True,
+         papers: list[str] | None = None) -> Path | None:
+    from acl26 import runner
+
+    root = paths.repo_root()
+    if root is None:
+        raise BookError("run `acl26 book` from the acl26-repro checkout")
+    ids = papers or list(registry.PAPERS)
+    for pid in ids:
+        registry.get(pid).spec.resolve(profile)  # unknown paper / profile: fail before any work
+    executed = root / paths.BOOK_EXECUTED
+    t0 = time.perf_counter()
+    assets.fetch()
+    if do_run:
+        for pid in ids:
+            res = runner.run(pid, profile, root=root, out_dir=executed)
+            print(f"[acl26] {pid}: executed in {res.wall_s:.0f} s", flush=True)
+    if do_bench:
+        for file in bench.run(ids, out_dir=executed / "bench"):
+            print(f"[acl26] benchmark: {file}", flush=True)
+    generate(executed, root / "book" / "_generated", profile)
+    vendor_mathjax(root / "book" / "_static")
+    if not do_build:
+        return None
+    index = build(root)
+    print(f"[acl26] book built in {time.perf_counter() - t0:.0f} s: {index}", flush=True)
+    return index

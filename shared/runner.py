@@ -1,0 +1,125 @@
+"""Execute a paper's notebook headlessly with papermill, atomically.
+
+:func:`run` validates the parameters first (a bad one fails before anything is written), then
+executes ``notebooks/<paper>.ipynb`` with the resolved profile into a staging folder, with the
+notebook's outputs (results JSON) directed there too (``ACL26_OUT``). Only when every cell
+succeeds are the executed notebook and its results moved into the output folder (by default the
+book's ``book/executed``). A failed run leaves the output folder untouched; the failed notebook
+is kept under ``$ACL26_CACHE/failed`` for inspection and its path is in the error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from acl26 import io, paths, registry
+
+
+class RunError(RuntimeError):
+    """A notebook failed to execute."""
+
+
+@dataclass
+class RunResult:
+    paper: str
+    profile: str
+    notebook: Path
+    results: list[Path]
+    wall_s: float
+    params: dict[str, Any]
+
+
+def resolve(paper_id: str, profile: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Validate and resolve the parameters without running anything (raises ParamError)."""
+    return registry.get(paper_id).spec.resolve(profile, overrides)
+
+
+@contextlib.contextmanager
+def _env(**values: str):
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def run(paper_id: str, profile: str = "book", overrides: dict[str, Any] | None = None, *,
+        out_dir: str | os.PathLike | None = None, root: str | os.PathLike | None = None,
+        progress: bool = True, kernel_name: str | None = None) -> RunResult:
+    """Execute one paper's notebook; see the module docstring."""
+    paper = registry.get(paper_id)
+    params = resolve(paper_id, profile, overrides)
+    root = Path(root) if root is not None else paths.repo_root()
+    if root is None:
+        raise RunError("run this from the acl26-repro checkout (its notebooks/ folder is needed)")
+    source = root / paper.notebook
+    if not source.is_file():
+        raise RunError(f"{paper_id}: notebook {source} is missing")
+    out = Path(out_dir) if out_dir is not None else root / paths.BOOK_EXECUTED
+    out.mkdir(parents=True, exist_ok=True)
+
+    import papermill as pm
+
+    # papermill passes only what differs from the notebook's None defaults
+    injected = {"profile": profile, **{name: params[name] for name in (overrides or {})}}
+    staging = Path(tempfile.mkdtemp(prefix=f".{paper_id}-", suffix=".run", dir=out))
+    target = staging / f"{paper_id}.ipynb"
+    started = time.perf_counter()
+    try:
+        with _env(ACL26_OUT=str(staging), ACL26_PROFILE=profile, PYTHONWARNINGS="ignore",
+                  HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1"):
+            pm.execute_notebook(str(source), str(target), parameters=injected, progress_bar=progress,
+                                cwd=str(source.parent), kernel_name=kernel_name, log_output=False)
+    except BaseException as exc:  # includes KeyboardInterrupt: never leave a half-written result
+        kept = _keep_failed(target, paper_id, profile)
+        shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        detail = getattr(exc, "ename", type(exc).__name__)
+        evalue = getattr(exc, "evalue", str(exc)).strip().splitlines()
+        where = f" in cell {exc.exec_count}" if getattr(exc, "exec_count", None) else ""
+        msg = f"{paper_id} ({profile}) failed{where}: {detail}: {evalue[-1] if evalue else ''}"
+        if kept:
+            msg += f" (failed notebook kept at {kept})"
+        raise RunError(msg) from exc
+
+    wall = time.perf_counter() - started
+    results = []
+    try:
+        for file in sorted((staging / "results").glob("*.json")) if (staging / "results").is_dir() else []:
+            dest = out / "results" / file.name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(file, dest)
+            results.append(dest)
+        final = out / f"{paper_id}.ipynb"
+        os.replace(target, final)
+        io.write_json(out / "runs" / f"{paper_id}.json", {
+            "paper": paper_id, "profile": profile, "params": params, "wall_s": round(wall, 1),
+            "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "results": [p.name for p in results],
+        })
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return RunResult(paper_id, profile, final, results, wall, params)
+
+
+def _keep_failed(target: Path, paper_id: str, profile: str) -> Path | None:
+    if not target.is_file():
+        return None
+    dest = paths.cache_dir() / "failed" / f"{paper_id}-{profile}-{_dt.datetime.now():%Y%m%d-%H%M%S}.ipynb"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(target), dest)
+    return dest
