@@ -1,0 +1,348 @@
+"""LoPT chapter (ACL 2026, arXiv 2511.04952): parameters, claims, experiments and benchmarks.
+
+The method itself is :mod:`acl26.lopt`; this module holds what the notebook
+``notebooks/lopt.ipynb`` runs: the exactness study (every method x tokenizer x text, at the
+default settings on whole texts and at many random chunk/overlap settings on slices), the speed
+study (text length x workers, split into split / encode / merge), the overlap sweep (how often
+neighbours never agree), and the benchmarks behind ``acl26 bench lopt``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import time
+import numpy as np
+
+from acl26 import claims as C
+from acl26 import lopt, texts, tokenization
+from acl26.params import Param, ParamSpec
+
+# --------------------------------------------------------------------------------------------
+# parameters
+
+METHODS: dict[str, str] = {
+    "lopt": "LoPT, our rule: cut at a piece boundary both chunks agree on",
+    "lopt-paper-rule": "LoPT, the paper's rule: cut at the end of the longest (start, end, id) run",
+    "overlap-ids": "overlap, cut at the longest common run of ids (sglang)",
+    "delimiter": "split at the last newline / sentence end / space before each boundary (vLLM)",
+    "naive": "split every chunk_chars characters, no overlap",
+}
+
+SPEC = ParamSpec(
+    paper="lopt",
+    params=(
+        Param("tokenizers", list, "tokenizers for the exactness study", elem=str, choices=tuple(tokenization.REGISTRY)),
+        Param("texts", list, "texts for the exactness study", elem=str, choices=tuple(texts.TEXTS)),
+        Param("methods", list, "methods compared with sequential encoding", elem=str, choices=tuple(METHODS)),
+        Param("chunk_chars", int, "default chunk length in characters", min=64),
+        Param("overlap_chars", int, "default overlap between neighbouring chunks", min=2),
+        Param("full_texts", bool, "run the exactness study on whole texts at the default settings"),
+        Param("trials", int, "random chunk/overlap settings per tokenizer and text", min=0),
+        Param("trial_chars", int, "characters per random-setting trial (a random slice)", min=100),
+        Param("min_chunk", int, "smallest chunk length drawn in random trials", min=3),
+        Param("speed_tokenizers", list, "tokenizers for the speed study", elem=str, choices=tuple(tokenization.REGISTRY)),
+        Param("speed_lengths", list, "text lengths (characters) for the speed study", elem=int),
+        Param("speed_workers", list, "worker counts for the speed study", elem=int),
+        Param("repeats", int, "timing repeats (medians are reported)", min=1),
+        Param("sweep_overlaps", list, "overlaps for the no-agreement sweep", elem=int),
+        Param("sweep_chunk", int, "chunk length for the overlap sweep", min=64),
+        Param("sweep_chars", int, "characters per text in the overlap sweep", min=1000),
+        Param("seed", int, "random seed", min=0),
+    ),
+    profiles={
+        "book": dict(
+            tokenizers=["llama3", "qwen3", "llama2", "mistral", "gpt2", "smollm2"],
+            texts=["sotu", "shakespeare", "moby-dick", "hard"],
+            methods=list(METHODS),
+            chunk_chars=lopt.DEFAULT_CHUNK_CHARS,
+            overlap_chars=lopt.DEFAULT_OVERLAP_CHARS,
+            full_texts=True,
+            trials=12,
+            trial_chars=40_000,
+            min_chunk=8,
+            speed_tokenizers=["llama3", "llama2"],
+            speed_lengths=[100_000, 1_000_000, 10_000_000],
+            speed_workers=[1, 2],
+            repeats=3,
+            sweep_overlaps=[4, 8, 16, 32, 64, 128, 256, 512],
+            sweep_chunk=8192,
+            sweep_chars=400_000,
+            seed=0,
+        ),
+        "smoke": dict(
+            tokenizers=["llama3", "llama2"],
+            texts=["moby-dick", "hard"],
+            full_texts=False,
+            trials=3,
+            trial_chars=8_000,
+            speed_tokenizers=["llama3"],
+            speed_lengths=[100_000, 300_000],
+            speed_workers=[1, 2],
+            repeats=1,
+            sweep_overlaps=[8, 64],
+            sweep_chunk=2048,
+            sweep_chars=20_000,
+        ),
+        "paper": dict(
+            tokenizers=list(tokenization.REGISTRY),
+            trials=40,
+            trial_chars=100_000,
+            speed_tokenizers=["llama3", "qwen3", "llama2", "gpt2"],
+            repeats=5,
+            sweep_overlaps=[2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
+        ),
+    },
+    checks=(
+        ("overlap_chars must be smaller than chunk_chars", lambda p: p["overlap_chars"] < p["chunk_chars"]),
+        ("speed_lengths must be >= 1000 and <= 20,000,000", lambda p: all(1000 <= x <= 20_000_000 for x in p["speed_lengths"])),
+        ("speed_workers must be between 1 and 64", lambda p: all(1 <= w <= 64 for w in p["speed_workers"])),
+        ("sweep_overlaps must be >= 2 and < sweep_chunk", lambda p: all(2 <= o < p["sweep_chunk"] for o in p["sweep_overlaps"])),
+        ("min_chunk must be at most chunk_chars", lambda p: p["min_chunk"] <= p["chunk_chars"]),
+    ),
+)
+
+# --------------------------------------------------------------------------------------------
+# claims
+
+CLAIMS = [
+    C.Claim("exact", "LoPT's output is identical to sequential tokenization", "exact match 1.0",
+            "abstract; §4 (exact-match evaluation)", C.equals(1.0)),
+    C.Claim("paper_rule_default", "The paper's cut rule is lossless at its default chunk/overlap",
+            "exact match 1.0", "§3 method, as summarised in our notes", C.equals(1.0)),
+    C.Claim("paper_rule_any", "The paper's cut rule is lossless at any chunk/overlap setting",
+            "lossless (no condition stated)", "§3 method, as summarised in our notes", C.equals(1.0)),
+    C.Claim("naive_lossy", "Naive splitting without overlap is lossy at chunk boundaries",
+            "lossy", "§2 / baselines", C.predicate("mismatch rate > 0", lambda v: v > 0)),
+    C.Claim("ids_lossy", "Overlap with id matching (sglang) is sometimes lossy",
+            "sometimes lossy", "§2 / baselines", C.predicate("mismatch rate > 0", lambda v: v > 0)),
+    C.Claim("delim_lossy", "Splitting at natural delimiters (vLLM) is lossy except at special tokens",
+            "lossy", "§2 / baselines", C.predicate("mismatch rate > 0", lambda v: v > 0)),
+    C.Claim("speedup", "Parallel tokenization is much faster than sequential on long texts",
+            "4–6× (many-core CPU)", "§4 speed results",
+            C.predicate("≥ 1.9× at 10 M characters on 2 cores", lambda v: v >= 1.9)),
+    C.Claim("merge_cheap", "The merge adds little overhead", "small", "§4",
+            C.predicate("merge ≤ 2% of wall time at 10 M characters", lambda v: v <= 0.02)),
+]
+
+# --------------------------------------------------------------------------------------------
+# methods
+
+
+def run_method(method: str, tok, text: str, chunk_chars: int, overlap_chars: int, workers: int | None = None):
+    """Encode with one of :data:`METHODS`; returns ``(ids, stats or None)``."""
+    if method == "lopt":
+        return lopt.encode(tok, text, chunk_chars=chunk_chars, overlap_chars=overlap_chars,
+                           workers=workers, return_stats=True)
+    if method == "lopt-paper-rule":
+        return lopt.encode(tok, text, chunk_chars=chunk_chars, overlap_chars=overlap_chars, rule="paper",
+                           workers=workers, return_stats=True)
+    if method == "overlap-ids":
+        return lopt.encode_overlap_ids(tok, text, chunk_chars=chunk_chars, overlap_chars=overlap_chars), None
+    if method == "delimiter":
+        return lopt.encode_delimiter(tok, text, chunk_chars=chunk_chars), None
+    if method == "naive":
+        return lopt.encode_naive(tok, text, chunk_chars=chunk_chars), None
+    raise KeyError(f"unknown method {method!r}")
+
+
+def first_difference(a: list[int], b: list[int]) -> int:
+    """Index of the first differing token (``-1`` if equal)."""
+    n = min(len(a), len(b))
+    arr_a = np.asarray(a[:n])
+    arr_b = np.asarray(b[:n])
+    diff = np.flatnonzero(arr_a != arr_b)
+    if diff.size:
+        return int(diff[0])
+    return -1 if len(a) == len(b) else n
+
+
+def _row(tokenizer, text_name, method, setting, chunk, overlap, n_chars, ref, ids, stats):
+    first = first_difference(ref, ids)
+    row = dict(tokenizer=tokenizer, text=text_name, method=method, setting=setting, chunk_chars=chunk,
+               overlap_chars=overlap, n_chars=n_chars, n_tokens=len(ref), exact=first < 0, first_diff=first,
+               len_diff=len(ids) - len(ref))
+    if stats is not None:
+        row.update(fallback=stats.fallback, retries=stats.retries, failed_boundaries=stats.failed_boundaries,
+                   boundaries=stats.boundaries, sequential=stats.sequential)
+    return row
+
+
+# --------------------------------------------------------------------------------------------
+# experiments
+
+
+def exactness(params: dict, progress: bool = True) -> list[dict]:
+    """Every method against sequential encoding: whole texts at the defaults, and random settings."""
+    from tqdm import tqdm
+
+    rng = random.Random(params["seed"])
+    jobs = []
+    for tname in params["tokenizers"]:
+        for xname in params["texts"]:
+            if params["full_texts"]:
+                jobs.append((tname, xname, "default", None))
+            for t in range(params["trials"]):
+                jobs.append((tname, xname, "random", rng.getrandbits(32)))
+    rows = []
+    for tname, xname, setting, seed in tqdm(jobs, desc="exactness", disable=not progress):
+        tok = tokenization.load(tname)
+        text = texts.load(xname)
+        if setting == "default":
+            piece, chunk, overlap = text, params["chunk_chars"], params["overlap_chars"]
+        else:
+            r = random.Random(seed)
+            n = min(len(text), params["trial_chars"])
+            start = r.randrange(0, len(text) - n + 1)
+            piece = text[start:start + n]
+            # chunk length log-uniform from min_chunk up to half the slice; overlap up to chunk-1
+            hi = max(params["min_chunk"] + 1, n // 2)
+            chunk = int(round(math.exp(r.uniform(math.log(params["min_chunk"]), math.log(hi)))))
+            overlap = int(round(math.exp(r.uniform(math.log(2), math.log(max(3, chunk - 1))))))
+            overlap = max(2, min(overlap, chunk - 1))
+        ref = lopt.sequential_ids(tok, piece)
+        for method in params["methods"]:
+            ids, stats = run_method(method, tok, piece, chunk, overlap)
+            rows.append(_row(tname, xname, method, setting, chunk, overlap, len(piece), ref, ids, stats))
+    return rows
+
+
+def mismatch_example(tokenizer: str, text_name: str, method: str, chunk_chars: int, overlap_chars: int,
+                     n_chars: int | None = None, context: int = 4) -> dict | None:
+    """Decode the first place where ``method`` differs from sequential encoding, or None."""
+    tok = tokenization.load(tokenizer)
+    text = texts.load(text_name)[:n_chars] if n_chars else texts.load(text_name)
+    ref = lopt.sequential_ids(tok, text)
+    ids, _ = run_method(method, tok, text, chunk_chars, overlap_chars)
+    k = first_difference(ref, ids)
+    if k < 0:
+        return None
+    lo = max(0, k - context)
+
+    def show(seq):
+        return " ▏".join(repr(tok.decode([t], clean_up_tokenization_spaces=False))[1:-1] for t in seq[lo:k + context])
+
+    return {"tokenizer": tokenizer, "text": text_name, "method": method, "token": k,
+            "sequential": show(ref), "method_output": show(ids)}
+
+
+def speed(params: dict, progress: bool = True, text_name: str = "sotu") -> list[dict]:
+    """Wall time of HF sequential ``encode`` and of LoPT per length and worker count (all repeats)."""
+    from tqdm import tqdm
+
+    base = texts.load(text_name)
+    jobs = [(t, n, r) for t in params["speed_tokenizers"] for n in params["speed_lengths"] for r in range(params["repeats"])]
+    rows = []
+    for tname, n, rep in tqdm(jobs, desc="speed", disable=not progress):
+        tok = tokenization.load(tname)
+        text = _text_of_length(base, n)
+        t0 = time.perf_counter()
+        ref = tok.encode(text, add_special_tokens=False)
+        seq = time.perf_counter() - t0
+        rows.append(dict(tokenizer=tname, n_chars=len(text), repeat=rep, method="sequential", workers=1,
+                         total=seq, split=0.0, encode=seq, merge=0.0, same=True))
+        for w in params["speed_workers"]:
+            ids, st = lopt.encode(tok, text, workers=w, chunk_chars=params["chunk_chars"],
+                                  overlap_chars=params["overlap_chars"], return_stats=True)
+            rows.append(dict(tokenizer=tname, n_chars=len(text), repeat=rep, method="lopt", workers=w,
+                             total=st.time_total, split=st.time_split, encode=st.time_encode, merge=st.time_merge,
+                             same=ids == ref, sequential_fallback=st.sequential))
+    return rows
+
+
+def _text_of_length(base: str, n: int) -> str:
+    if n <= len(base):
+        return base[:n]
+    reps = -(-n // len(base))
+    return (base * reps)[:n]
+
+
+def overlap_sweep(params: dict, progress: bool = True) -> list[dict]:
+    """How often neighbouring chunks never agree (first round), and what growing makes of it."""
+    from tqdm import tqdm
+
+    jobs = [(t, x, o) for t in params["tokenizers"] for x in params["texts"] for o in params["sweep_overlaps"]]
+    rows = []
+    for tname, xname, overlap in tqdm(jobs, desc="overlap sweep", disable=not progress):
+        tok = tokenization.load(tname)
+        text = texts.load(xname)[:params["sweep_chars"]]
+        ref = lopt.sequential_ids(tok, text)
+        for rule in ("piece", "paper"):
+            ids, st = lopt.encode(tok, text, chunk_chars=params["sweep_chunk"], overlap_chars=overlap, rule=rule,
+                                  return_stats=True)
+            rows.append(dict(tokenizer=tname, text=xname, overlap_chars=overlap, rule=rule,
+                             boundaries=st.boundaries, failed=st.failed_boundaries,
+                             failed_rate=st.failed_boundaries / max(1, st.boundaries), retries=st.retries,
+                             fallback=st.fallback, exact=ids == ref))
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# benchmarks (acl26 bench lopt)
+
+
+def _median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def benchmarks(quick: bool = False) -> dict:
+    """The goals of the LoPT issue, measured: speedup, merge share, offsets mode, executors."""
+    n = 1_000_000 if quick else 10_000_000
+    repeats = 2 if quick else 5
+    base = texts.load("sotu")
+    text = _text_of_length(base, n)
+    rows, goals = [], []
+    for tname in (["llama3"] if quick else ["llama3", "llama2"]):
+        tok = tokenization.load(tname)
+        lopt.encode(tok, text[:200_000])  # warm the pools and the kernel
+        t_seq, t_w1, t_w2, t_proc, merge_share, same = [], [], [], [], [], True
+        t_seq_off, t_w2_off, same_off = [], [], True
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            ref = tok.encode(text, add_special_tokens=False)
+            t_seq.append(time.perf_counter() - t0)
+            for w, acc in ((1, t_w1), (2, t_w2)):
+                ids, st = lopt.encode(tok, text, workers=w, return_stats=True)
+                acc.append(st.time_total)
+                same &= ids == ref
+                if w == 2:
+                    merge_share.append(st.time_merge / st.time_total)
+            ids, st = lopt.encode(tok, text, workers=2, executor="processes", return_stats=True)
+            t_proc.append(st.time_total)
+            same &= ids == ref
+            # ids + offsets, against transformers' return_offsets_mapping
+            t0 = time.perf_counter()
+            enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+            ref_off = np.asarray(enc["offset_mapping"], dtype=np.int64).reshape(-1, 2)
+            t_seq_off.append(time.perf_counter() - t0)
+            ids, offs, st = lopt.encode(tok, text, workers=2, return_offsets=True, return_stats=True)
+            t_w2_off.append(st.time_total)
+            same_off &= ids == enc["input_ids"] and np.array_equal(offs, ref_off)
+        med = {k: _median(v) for k, v in dict(seq=t_seq, w1=t_w1, w2=t_w2, proc=t_proc, seq_off=t_seq_off,
+                                               w2_off=t_w2_off).items()}
+        speedup = med["seq"] / med["w2"]
+        rows += [
+            dict(benchmark=f"{tname}: HF encode (sequential)", chars=n, median_s=med["seq"], ratio=1.0),
+            dict(benchmark=f"{tname}: LoPT, 1 worker (chunking alone)", chars=n, median_s=med["w1"], ratio=med["seq"] / med["w1"]),
+            dict(benchmark=f"{tname}: LoPT, 2 threads", chars=n, median_s=med["w2"], ratio=speedup),
+            dict(benchmark=f"{tname}: LoPT, 2 processes", chars=n, median_s=med["proc"], ratio=med["seq"] / med["proc"]),
+            dict(benchmark=f"{tname}: HF encode with offsets", chars=n, median_s=med["seq_off"], ratio=1.0),
+            dict(benchmark=f"{tname}: LoPT with offsets, 2 threads", chars=n, median_s=med["w2_off"],
+                 ratio=med["seq_off"] / med["w2_off"]),
+        ]
+        goals += [
+            dict(goal=f"{tname}: identical ids (and offsets) in every run", target="yes",
+                 measured="yes" if (same and same_off) else "no", met=bool(same and same_off)),
+            dict(goal=f"{tname}: speedup over HF encode, ids only, 2 threads", target="≥ 1.9×",
+                 measured=f"{speedup:.2f}×", met=speedup >= 1.9),
+            dict(goal=f"{tname}: speedup with offsets, 2 threads", target="reported",
+                 measured=f"{med['seq_off'] / med['w2_off']:.2f}×", met=None),
+            dict(goal=f"{tname}: parallel gain, 2 threads over 1 worker", target="≤ 2× on 2 cores",
+                 measured=f"{med['w1'] / med['w2']:.2f}×", met=None),
+            dict(goal=f"{tname}: merge share of wall time", target="≤ 2%",
+                 measured=f"{_median(merge_share):.2%}", met=_median(merge_share) <= 0.02),
+        ]
+    return {"title": "LoPT: parallel tokenization", "chars": n, "repeats": repeats, "rows": rows, "goals": goals,
+            "note": ("Medians over repeats, sequential and parallel runs interleaved in the same process. "
+                     "Text: State of the Union, first " + f"{n:,}" + " characters.")}
