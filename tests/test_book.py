@@ -1,0 +1,57 @@
+"""The book builds with no warnings from the smoke runs, and its pages work offline."""
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from acl26 import book
+
+pytestmark = [pytest.mark.notebook, pytest.mark.assets, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_table_escapes_pipes_and_newlines():
+    text = book.table([{"a": "x|y", "b": "1\n2"}])
+    assert "x\\|y" in text and "1 2" in text
+    assert book.table([]) == "*(nothing yet)*\n"
+
+
+@pytest.fixture(scope="module")
+def built(smoke_book, tmp_path_factory):
+    out, _ = smoke_book
+    root = tmp_path_factory.mktemp("bookroot")
+    shutil.copy(ROOT / "_config.yml", root)
+    shutil.copytree(ROOT / "book", root / "book", ignore=shutil.ignore_patterns("executed", "_generated", "_static"))
+    shutil.copytree(out, root / "book" / "executed")
+    book.generate(root / "book" / "executed", root / "book" / "_generated", profile="smoke")
+    book.vendor_mathjax(root / "book" / "_static")
+    index = book.build(root)  # -W -n --keep-going: any warning fails
+    return root / "_build" / "html"
+
+
+def test_book_has_every_page_and_the_chapter_claims_table(built):
+    for page in ["index.html", "book/intro.html", "book/claims.html", "book/performance.html", "book/assets.html",
+                 "book/environment.html", "book/executed/lopt.html"]:
+        assert (built / page).is_file(), page
+    chapter = (built / "book" / "executed" / "lopt.html").read_text()
+    assert "holds?" in chapter and "LoPT" in chapter
+    ledger = (built / "book" / "claims.html").read_text()
+    assert "exact match 1.0" in ledger
+
+
+def test_pages_load_nothing_from_the_network(built):
+    pattern = re.compile(r"""<(?:script|link|img)[^>]+(?:src|href)=["'](https?:)?//""", re.I)
+    for page in built.rglob("*.html"):
+        html = page.read_text()
+        assert not pattern.search(html), f"{page.relative_to(built)} loads a remote resource"
+    assert (built / "_static" / "mathjax" / "tex-mml-chtml.js").is_file()
+    intro = (built / "book" / "intro.html").read_text()
+    assert "_static/mathjax/tex-mml-chtml.js" in intro
+
+
+def test_no_stderr_or_progress_noise_in_chapter(built):
+    chapter = (built / "book" / "executed" / "lopt.html").read_text()
+    assert "it/s]" not in chapter and "Warning" not in chapter

@@ -1,0 +1,187 @@
+"""LoPT's encode must equal the tokenizer's own sequential encode for every input (issue #4).
+
+Property tests (hypothesis) hunt for a mismatch with tiny chunks and overlaps over an alphabet of
+boundary-hostile pieces, on every real tokenizer family the book uses.
+"""
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from acl26 import lopt, texts, tokenization
+
+pytestmark = pytest.mark.assets
+
+TOKENIZERS = ["llama3", "qwen3", "llama2", "mistral", "gpt2", "smollm2", "phi3"]
+
+PIECES = ["a", "b", "ab", " ", "  ", "\n", "\t", "\r\n", "1", "12", "3", ".", ",", "é", "e\u0301", "日", "本語",
+          "😀", "👩\u200d👩\u200d👧", "🇺🇸", "<|endoftext|>", "<s>", "</s>", "<|begin_of_text|>", "'s", "'ll", "ing",
+          "the", " the", "-", "_", "/", "http://x.y/z?q=1", "\u00a0", "\u3000", "ß", "İ", "ﬁ", "０", "½", "क्ष",
+          "ا", "\u200b", "\ufeff", "▁", "Ġ", "\x00", "\x0b", "\u2028", "    ", "0000"]
+
+hostile_text = st.lists(st.sampled_from(PIECES), min_size=0, max_size=120).map("".join)
+
+
+@st.composite
+def settings(draw):
+    chunk = draw(st.integers(3, 64))
+    overlap = draw(st.integers(2, chunk - 1))
+    return chunk, overlap, draw(st.integers(0, 3)), draw(st.sampled_from([1, 2]))
+
+
+@pytest.fixture(scope="module", params=TOKENIZERS)
+def tok(request):
+    return tokenization.load(request.param)
+
+
+@given(text=hostile_text, setting=settings())
+def test_identical_to_sequential_on_hostile_text(tok, text, setting):
+    chunk, overlap, retries, workers = setting
+    ids = lopt.encode(tok, text, chunk_chars=chunk, overlap_chars=overlap, max_retries=retries, workers=workers)
+    assert ids == tok.encode(text, add_special_tokens=False)
+
+
+@given(text=hostile_text, setting=settings())
+def test_identical_with_special_tokens_and_offsets(tok, text, setting):
+    chunk, overlap, retries, workers = setting
+    ids, offsets = lopt.encode(tok, text, chunk_chars=chunk, overlap_chars=overlap, max_retries=retries,
+                               workers=workers, add_special_tokens=True, return_offsets=True)
+    ref = tok(text, add_special_tokens=True, return_offsets_mapping=True)
+    assert ids == ref["input_ids"]
+    assert np.array_equal(offsets, np.asarray(ref["offset_mapping"], dtype=np.int64).reshape(-1, 2))
+
+
+@pytest.mark.parametrize("name", ["sotu", "shakespeare", "moby-dick", "hard"])
+def test_identical_on_real_text_slices(tok, name):
+    text = texts.load(name)
+    rng = random.Random(hash((name, tok.name_or_path)) & 0xFFFF)
+    for _ in range(4):
+        n = rng.randint(2_000, 30_000)
+        start = rng.randrange(0, len(text) - n)
+        piece = text[start:start + n]
+        chunk = rng.randint(16, 4096)
+        overlap = rng.randint(2, min(chunk - 1, 512))
+        ids, st_ = lopt.encode(tok, piece, chunk_chars=chunk, overlap_chars=overlap, return_stats=True)
+        assert ids == tok.encode(piece, add_special_tokens=False), (name, start, n, chunk, overlap)
+
+
+def test_paper_rule_is_lossy_where_ours_is_not():
+    """The reason for our rule: a known input where the end-of-run cut goes wrong (see the chapter)."""
+    tok = tokenization.load("qwen3")
+    rng = random.Random(0)
+    found = None
+    for _ in range(3000):
+        text = "".join(rng.choice(PIECES) for _ in range(rng.randint(5, 80)))
+        chunk = rng.randint(3, 30)
+        overlap = rng.randint(2, chunk - 1)
+        ref = tok.encode(text, add_special_tokens=False)
+        assert lopt.encode(tok, text, chunk_chars=chunk, overlap_chars=overlap, workers=1) == ref
+        if lopt.encode(tok, text, chunk_chars=chunk, overlap_chars=overlap, rule="paper", workers=1) != ref:
+            found = (text, chunk, overlap)
+            break
+    assert found is not None, "expected the paper's rule to fail somewhere on tiny overlaps"
+
+
+def test_raw_tokenizers_object_and_transformers_agree():
+    tok = tokenization.load("llama3")
+    bk = tok.backend_tokenizer
+    text = texts.load("moby-dick")[:50_000]
+    assert lopt.encode(bk, text, chunk_chars=2048) == bk.encode(text, add_special_tokens=False).ids
+
+
+def test_long_single_piece_grows_then_falls_back_exactly():
+    tok = tokenization.load("llama3")
+    text = "a" * 6000  # one pre-tokenizer piece: no boundary anywhere
+    ids, stats = lopt.encode(tok, text, chunk_chars=500, overlap_chars=16, max_retries=2, return_stats=True)
+    assert ids == tok.encode(text, add_special_tokens=False)
+    assert stats.fallback and stats.sequential and stats.retries > 0 and stats.failed_boundaries > 0
+    assert "after 2 growing rounds" in stats.reason
+
+
+def test_growing_resolves_a_local_long_piece():
+    tok = tokenization.load("gpt2")
+    text = "word " * 400 + "x" * 900 + " word" * 400  # a 900-character piece inside normal text
+    ids, stats = lopt.encode(tok, text, chunk_chars=256, overlap_chars=32, max_retries=4, return_stats=True)
+    assert ids == tok.encode(text, add_special_tokens=False)
+    assert stats.retries > 0 and not stats.fallback
+
+
+def test_short_text_goes_sequential_and_says_so():
+    tok = tokenization.load("gpt2")
+    ids, stats = lopt.encode(tok, "hello world", return_stats=True)
+    assert ids == tok.encode("hello world", add_special_tokens=False)
+    assert stats.short and stats.sequential and not stats.fallback
+
+
+def test_empty_text():
+    tok = tokenization.load("llama2")
+    assert lopt.encode(tok, "", add_special_tokens=True) == tok.encode("", add_special_tokens=True)
+
+
+def test_truncation_configured_on_a_raw_tokenizer_goes_sequential():
+    from tokenizers import Tokenizer
+
+    bk = Tokenizer.from_str(tokenization.load("gpt2").backend_tokenizer.to_str())
+    bk.enable_truncation(max_length=50)
+    text = "the quick brown fox " * 200
+    ids, stats = lopt.encode(bk, text, chunk_chars=64, overlap_chars=8, return_stats=True)
+    assert ids == bk.encode(text).ids and len(ids) == 50
+    assert stats.sequential and "truncation" in stats.reason
+
+
+def test_split_special_tokens_is_honoured():
+    tok = tokenization.load("llama3")
+    text = "<|begin_of_text|> hi " * 300
+    tok.split_special_tokens = True
+    try:
+        assert lopt.encode(tok, text, chunk_chars=128, overlap_chars=32) == tok.encode(text, add_special_tokens=False)
+    finally:
+        tok.split_special_tokens = False
+    assert lopt.encode(tok, text, chunk_chars=128, overlap_chars=32) == tok.encode(text, add_special_tokens=False)
+
+
+def test_processes_executor_is_identical():
+    tok = tokenization.load("llama2")
+    text = texts.load("hard")[:60_000]
+    ids, stats = lopt.encode(tok, text, chunk_chars=4096, overlap_chars=128, executor="processes", workers=2,
+                             return_stats=True, return_offsets=False)
+    assert ids == tok.encode(text, add_special_tokens=False)
+    assert stats.executor == "processes" and not stats.sequential
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(chunk_chars=10, overlap_chars=10), "chunk_chars"),
+    (dict(overlap_chars=1), "overlap_chars"),
+    (dict(min_run=0), "min_run"),
+    (dict(max_retries=-1), "max_retries"),
+    (dict(rule="fast"), "rule"),
+    (dict(workers=0), "workers"),
+    (dict(executor="gpu"), "executor"),
+    (dict(chunk_chars=1.5), "chunk_chars"),
+])
+def test_bad_settings_fail_fast_naming_the_parameter(kwargs, match):
+    tok = tokenization.load("gpt2")
+    with pytest.raises(ValueError, match=match):
+        lopt.encode(tok, "text", **kwargs)
+
+
+def test_bad_inputs():
+    tok = tokenization.load("gpt2")
+    with pytest.raises(TypeError, match="text must be a str"):
+        lopt.encode(tok, b"bytes")
+    with pytest.raises(TypeError, match="fast tokenizer"):
+        lopt.encode(object(), "text")
+
+
+def test_baselines_are_lossy_somewhere():
+    tok = tokenization.load("llama2")
+    text = texts.load("moby-dick")[:40_000]
+    ref = tok.encode(text, add_special_tokens=False)
+    assert lopt.encode_naive(tok, text, chunk_chars=1000) != ref
+    assert lopt.encode_delimiter(tok, text, chunk_chars=1000) != ref
+    gpt2 = tokenization.load("gpt2")
+    hard = texts.load("hard")[:40_000]
+    assert lopt.encode_overlap_ids(gpt2, hard, chunk_chars=200, overlap_chars=4) != gpt2.encode(hard, add_special_tokens=False)
