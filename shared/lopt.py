@@ -202,7 +202,7 @@ def _edge_tokens(enc, shift: int, head_until: int, tail_from: int, trivial_words
 
 class _HardBoundaries:
     """Token pairs no vocabulary entry can straddle: exact piece boundaries for BPE/Unigram models
-    that have no pre-tokenizer (SentencePiece-style LLaMA-2, Mistral, Phi-3).
+    whose pre-tokenizer does not split (SentencePiece-style LLaMA-2, Mistral, Phi-3).
 
     A merge (BPE) or a piece (Unigram) covering the junction of tokens x and y would contain the
     last symbol of x followed by the first symbol of y; if no vocabulary entry contains that
@@ -237,9 +237,23 @@ class _HardBoundaries:
 _BYTE_TOKEN = re.compile(r"<0x[0-9A-Fa-f]{2}>")
 
 
+_SPLIT_PROBE = "Hello world, 123 foo\nbar. Über-naïve\tx"
+
+
+def _pre_tokenizer_splits(bk) -> bool:
+    """Whether the pre-tokenizer cuts text into pieces (Metaspace with split=False, say, does not)."""
+    if bk.pre_tokenizer is None:
+        return False
+    return len(bk.pre_tokenizer.pre_tokenize_str(_SPLIT_PROBE)) > 1
+
+
 def _piece_mode(bk) -> tuple[bool, "_HardBoundaries | None"]:
-    """How PIECE flags are derived: from pre-tokenizer word ids, or from hard vocabulary boundaries."""
-    if bk.pre_tokenizer is not None:
+    """How PIECE flags are derived: from pre-tokenizer word ids, or from hard vocabulary boundaries.
+
+    Returns ``(trivial, hard)``: ``trivial`` is True when the pre-tokenizer does not split (every
+    token has word id 0), and ``hard`` then gives the exact junctions of a BPE or Unigram model.
+    """
+    if _pre_tokenizer_splits(bk):
         return False, None
     model = type(bk.model).__name__
     if model in ("BPE", "Unigram"):
@@ -247,14 +261,15 @@ def _piece_mode(bk) -> tuple[bool, "_HardBoundaries | None"]:
     return True, None  # WordPiece/WordLevel without pre-tokenizer: no provable boundary
 
 
-_HARD: dict[int, tuple[Any, _HardBoundaries]] = {}
+_HARD: dict[int, tuple[Any, _HardBoundaries, int]] = {}
 
 
 def _hard_cache(bk) -> _HardBoundaries:
     key = id(bk)
+    size = bk.get_vocab_size(with_added_tokens=False)
     hit = _HARD.get(key)
-    if hit is None or hit[0] is not bk:
-        hit = (bk, _HardBoundaries(bk))
+    if hit is None or hit[0] is not bk or hit[2] != size:
+        hit = (bk, _HardBoundaries(bk), size)
         _HARD[key] = hit
     return hit[1]
 
@@ -272,11 +287,12 @@ def _encode_chunk_local(bk, text, start, end, head_until, tail_from, trivial, ha
 _WORKER: dict[str, Any] = {}
 
 
-def _worker_init(tokenizer_json: str):
+def _worker_init(tokenizer_json: str, encode_special_tokens: bool):
     from tokenizers import Tokenizer
 
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     bk = Tokenizer.from_str(tokenizer_json)
+    bk.encode_special_tokens = encode_special_tokens
     _WORKER["bk"] = bk
     _WORKER["mode"] = _piece_mode(bk)
 
@@ -298,7 +314,7 @@ class _Pools:
 
     def __init__(self):
         self._threads: dict[int, cf.ThreadPoolExecutor] = {}
-        self._procs: dict[tuple[str, int], tuple[cf.ProcessPoolExecutor, Any]] = {}
+        self._procs: dict[tuple[int, int], tuple[cf.ProcessPoolExecutor, Any, tuple]] = {}
         atexit.register(self.shutdown)
 
     def threads(self, workers: int) -> cf.ThreadPoolExecutor:
@@ -309,25 +325,34 @@ class _Pools:
         return pool
 
     def processes(self, bk, workers: int) -> cf.ProcessPoolExecutor:
-        payload = bk.to_str()
-        key = (str(hash(payload)), workers)
+        key = (id(bk), workers)
         hit = self._procs.get(key)
+        # the pool holds bk, so its id cannot be reused meanwhile; a changed pipeline needs new workers
+        if hit is not None and (hit[1] is not bk or hit[2] != _fingerprint(bk)):
+            hit[0].shutdown(wait=False, cancel_futures=True)
+            hit = None
         if hit is None:
             import multiprocessing as mp
 
             pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
-                                          initializer=_worker_init, initargs=(payload,))
-            hit = (pool, bk)
+                                          initializer=_worker_init, initargs=(bk.to_str(), bk.encode_special_tokens))
+            hit = (pool, bk, _fingerprint(bk))
             self._procs[key] = hit
         return hit[0]
 
     def shutdown(self):
         for pool in self._threads.values():
             pool.shutdown(wait=False, cancel_futures=True)
-        for pool, _ in self._procs.values():
+        for pool, *_ in self._procs.values():
             pool.shutdown(wait=False, cancel_futures=True)
         self._threads.clear()
         self._procs.clear()
+
+
+def _fingerprint(bk) -> tuple:
+    """A cheap summary of the pipeline a worker process copied (see ``_Pools.processes``)."""
+    return (str(bk.normalizer), str(bk.pre_tokenizer), str(bk.post_processor), str(bk.model),
+            bk.get_vocab_size(with_added_tokens=True), bk.encode_special_tokens)
 
 
 POOLS = _Pools()
@@ -394,7 +419,11 @@ def encode(tokenizer, text: str, *, add_special_tokens: bool = False, workers: i
         before falling back to sequential encoding.
     rule : ``"piece"`` (default; cut only at a pre-tokenizer piece boundary both chunks agree on)
         or ``"paper"`` (cut at the end of the longest matched run).
-    executor : ``"threads"`` (tokenizers releases the GIL in ``encode_batch``) or ``"processes"``.
+    executor : ``"threads"`` (tokenizers releases the GIL in ``encode_batch``) or ``"processes"``
+        (a pool of spawned workers, each with a copy of the tokenizer, kept for later calls and
+        restarted when the tokenizer's pipeline, vocabulary size or special-token splitting
+        changes; as with any spawned pool, a script using it needs an ``if __name__ == "__main__"``
+        guard).
     return_stats : also return a :class:`Stats`.
     return_offsets : also return the ``(n, 2)`` array of global character offsets per token,
         identical to the sequential encoding's offsets.
@@ -516,7 +545,8 @@ def _affix_offsets(parts, prefix, suffix, n):
 
 
 def _run_jobs(bk, text, jobs, workers, executor, trivial, hard, want_offsets):
-    if workers == 1 or len(jobs) == 1:
+    # one worker still runs off the main thread, so 1 vs. w workers differ only in the thread count
+    if len(jobs) == 1:
         return [_encode_chunk_local(bk, text, s, e, hu, tf, trivial, hard, want_offsets) for s, e, hu, tf in jobs]
     if executor == "threads":
         pool = POOLS.threads(workers)

@@ -68,7 +68,7 @@ SPEC = ParamSpec(
             repeats=3,
             sweep_overlaps=[4, 8, 16, 32, 64, 128, 256, 512],
             sweep_chunk=8192,
-            sweep_chars=400_000,
+            sweep_chars=200_000,
             seed=0,
         ),
         "smoke": dict(
@@ -201,10 +201,15 @@ def exactness(params: dict, progress: bool = True) -> list[dict]:
             chunk = int(round(math.exp(r.uniform(math.log(params["min_chunk"]), math.log(hi)))))
             overlap = int(round(math.exp(r.uniform(math.log(2), math.log(max(3, chunk - 1))))))
             overlap = max(2, min(overlap, chunk - 1))
+        t0 = time.perf_counter()
         ref = lopt.sequential_ids(tok, piece)
+        t_ref = time.perf_counter() - t0
         for method in params["methods"]:
+            t0 = time.perf_counter()
             ids, stats = run_method(method, tok, piece, chunk, overlap)
-            rows.append(_row(tname, xname, method, setting, chunk, overlap, len(piece), ref, ids, stats))
+            row = _row(tname, xname, method, setting, chunk, overlap, len(piece), ref, ids, stats)
+            row.update(seconds=time.perf_counter() - t0, sequential_seconds=t_ref)
+            rows.append(row)
     return rows
 
 
@@ -295,7 +300,8 @@ def benchmarks(quick: bool = False) -> dict:
     rows, goals = [], []
     for tname in (["llama3"] if quick else ["llama3", "llama2"]):
         tok = tokenization.load(tname)
-        lopt.encode(tok, text[:200_000])  # warm the pools and the kernel
+        for executor in ("threads", "processes"):  # start the pools and load the kernel first
+            lopt.encode(tok, text[:200_000], executor=executor, workers=2)
         t_seq, t_w1, t_w2, t_proc, merge_share, same = [], [], [], [], [], True
         t_seq_off, t_w2_off, same_off = [], [], True
         for _ in range(repeats):

@@ -15,7 +15,7 @@ from acl26 import lopt, texts, tokenization
 
 pytestmark = pytest.mark.assets
 
-TOKENIZERS = ["llama3", "qwen3", "llama2", "mistral", "gpt2", "smollm2", "phi3"]
+TOKENIZERS = ["llama3", "qwen3", "llama2", "mistral", "gpt2", "smollm2", "phi3", "deepseek-llm", "starcoder"]
 
 PIECES = ["a", "b", "ab", " ", "  ", "\n", "\t", "\r\n", "1", "12", "3", ".", ",", "é", "e\u0301", "日", "本語",
           "😀", "👩\u200d👩\u200d👧", "🇺🇸", "<|endoftext|>", "<s>", "</s>", "<|begin_of_text|>", "'s", "'ll", "ing",
@@ -132,15 +132,18 @@ def test_truncation_configured_on_a_raw_tokenizer_goes_sequential():
     assert stats.sequential and "truncation" in stats.reason
 
 
-def test_split_special_tokens_is_honoured():
+@pytest.mark.parametrize("executor", ["threads", "processes"])
+def test_split_special_tokens_is_honoured(executor):
     tok = tokenization.load("llama3")
     text = "<|begin_of_text|> hi " * 300
+    kw = dict(chunk_chars=128, overlap_chars=32, executor=executor, workers=2)
+    assert lopt.encode(tok, text, **kw) == tok.encode(text, add_special_tokens=False)
     tok.split_special_tokens = True
-    try:
-        assert lopt.encode(tok, text, chunk_chars=128, overlap_chars=32) == tok.encode(text, add_special_tokens=False)
+    try:  # the setting changes between calls: worker processes must follow it
+        assert lopt.encode(tok, text, **kw) == tok.encode(text, add_special_tokens=False)
     finally:
         tok.split_special_tokens = False
-    assert lopt.encode(tok, text, chunk_chars=128, overlap_chars=32) == tok.encode(text, add_special_tokens=False)
+    assert lopt.encode(tok, text, **kw) == tok.encode(text, add_special_tokens=False)
 
 
 def test_processes_executor_is_identical():
