@@ -86,3 +86,19 @@ def test_package_maps_shared_and_kernels():
 
     assert Path(acl26.__file__).parent.name == "shared"
     assert Path(acl26.kernels.__file__).parent.name == "kernels"
+
+
+@pytest.mark.slow
+def test_regular_wheel_carries_both_packages_and_the_manifest(tmp_path):
+    import subprocess
+    import sys
+    import zipfile
+
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
+                           str(ROOT), "-w", str(tmp_path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    names = zipfile.ZipFile(next(tmp_path.glob("acl26_repro-*.whl"))).namelist()
+    for needed in ["acl26/__init__.py", "acl26/assets.toml", "acl26/lopt.py", "acl26/kernels/__init__.py",
+                   "acl26/kernels/tokmerge.py"]:
+        assert needed in names
+    assert not any(n.startswith(("kernels/", "shared/", "tests/")) for n in names)
