@@ -42,6 +42,7 @@ SPEC = ParamSpec(
         Param("trials", int, "random chunk/overlap settings per tokenizer and text", min=0),
         Param("trial_chars", int, "characters per random-setting trial (a random slice)", min=100),
         Param("min_chunk", int, "smallest chunk length drawn in random trials", min=3),
+        Param("adversarial_trials", int, "short hostile strings per tokenizer, tiny chunks and overlaps", min=0),
         Param("speed_tokenizers", list, "tokenizers for the speed study", elem=str, choices=tuple(tokenization.REGISTRY)),
         Param("speed_lengths", list, "text lengths (characters) for the speed study", elem=int),
         Param("speed_workers", list, "worker counts for the speed study", elem=int),
@@ -62,6 +63,7 @@ SPEC = ParamSpec(
             trials=12,
             trial_chars=40_000,
             min_chunk=8,
+            adversarial_trials=150,
             speed_tokenizers=["llama3", "llama2"],
             speed_lengths=[100_000, 1_000_000, 10_000_000],
             speed_workers=[1, 2],
@@ -77,6 +79,7 @@ SPEC = ParamSpec(
             full_texts=False,
             trials=3,
             trial_chars=8_000,
+            adversarial_trials=30,
             speed_tokenizers=["llama3"],
             speed_lengths=[100_000, 300_000],
             speed_workers=[1, 2],
@@ -89,6 +92,7 @@ SPEC = ParamSpec(
             tokenizers=list(tokenization.REGISTRY),
             trials=40,
             trial_chars=100_000,
+            adversarial_trials=1000,
             speed_tokenizers=["llama3", "qwen3", "llama2", "gpt2"],
             repeats=5,
             sweep_overlaps=[2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
@@ -185,13 +189,22 @@ def exactness(params: dict, progress: bool = True) -> list[dict]:
                 jobs.append((tname, xname, "default", None))
             for t in range(params["trials"]):
                 jobs.append((tname, xname, "random", rng.getrandbits(32)))
+        for t in range(params["adversarial_trials"]):
+            jobs.append((tname, "hostile", "adversarial", rng.getrandbits(32)))
     rows = []
     for tname, xname, setting, seed in tqdm(jobs, desc="exactness", disable=not progress):
         tok = tokenization.load(tname)
-        text = texts.load(xname)
-        if setting == "default":
-            piece, chunk, overlap = text, params["chunk_chars"], params["overlap_chars"]
+        sample = None
+        if setting == "adversarial":
+            # the property-test setting: short hostile strings, chunks of 3-64, overlaps 2..chunk-1
+            r = random.Random(seed)
+            piece = sample = texts.hostile_text(r)
+            chunk = r.randint(3, 64)
+            overlap = r.randint(2, chunk - 1)
+        elif setting == "default":
+            piece, chunk, overlap = texts.load(xname), params["chunk_chars"], params["overlap_chars"]
         else:
+            text = texts.load(xname)
             r = random.Random(seed)
             n = min(len(text), params["trial_chars"])
             start = r.randrange(0, len(text) - n + 1)
@@ -208,16 +221,20 @@ def exactness(params: dict, progress: bool = True) -> list[dict]:
             t0 = time.perf_counter()
             ids, stats = run_method(method, tok, piece, chunk, overlap)
             row = _row(tname, xname, method, setting, chunk, overlap, len(piece), ref, ids, stats)
-            row.update(seconds=time.perf_counter() - t0, sequential_seconds=t_ref)
+            row.update(seconds=time.perf_counter() - t0, sequential_seconds=t_ref, sample=sample)
             rows.append(row)
     return rows
 
 
 def mismatch_example(tokenizer: str, text_name: str, method: str, chunk_chars: int, overlap_chars: int,
-                     n_chars: int | None = None, context: int = 4) -> dict | None:
-    """Decode the first place where ``method`` differs from sequential encoding, or None."""
+                     n_chars: int | None = None, context: int = 4, text: str | None = None) -> dict | None:
+    """Decode the first place where ``method`` differs from sequential encoding, or None.
+
+    The text is ``text`` if given, else the named text (its first ``n_chars`` characters).
+    """
     tok = tokenization.load(tokenizer)
-    text = texts.load(text_name)[:n_chars] if n_chars else texts.load(text_name)
+    if text is None:
+        text = texts.load(text_name)[:n_chars] if n_chars else texts.load(text_name)
     ref = lopt.sequential_ids(tok, text)
     ids, _ = run_method(method, tok, text, chunk_chars, overlap_chars)
     k = first_difference(ref, ids)
@@ -228,8 +245,8 @@ def mismatch_example(tokenizer: str, text_name: str, method: str, chunk_chars: i
     def show(seq):
         return " ▏".join(repr(tok.decode([t], clean_up_tokenization_spaces=False))[1:-1] for t in seq[lo:k + context])
 
-    return {"tokenizer": tokenizer, "text": text_name, "method": method, "token": k,
-            "sequential": show(ref), "method_output": show(ids)}
+    return {"tokenizer": tokenizer, "text": text_name, "method": method, "chunk_chars": chunk_chars,
+            "overlap_chars": overlap_chars, "token": k, "sequential": show(ref), "method_output": show(ids)}
 
 
 def speed(params: dict, progress: bool = True, text_name: str = "sotu") -> list[dict]:

