@@ -237,6 +237,91 @@ class _HardBoundaries:
 _BYTE_TOKEN = re.compile(r"<0x[0-9A-Fa-f]{2}>")
 
 
+class _AddedTokenGuard:
+    """Where an added token (``<|begin_of_text|>``, ``</s>``, ...) may lie across the overlap.
+
+    Added tokens are matched on the whole input before pre-tokenization. One longer than the
+    overlap can cover it entirely: then neither chunk sees it, both tokenize its inside as
+    ordinary text, and they agree -- wrongly. So no cut may fall strictly inside an occurrence of
+    such a token's text (extended over adjacent whitespace for ``lstrip``/``rstrip`` tokens). Every
+    occurrence is excluded, matched or not, which is a superset of what the tokenizer matches;
+    tokens marked ``normalized`` are searched case-insensitively (a normalizer that rewrites
+    them in other ways is not covered).
+    """
+
+    def __init__(self, bk, overlap: int):
+        # only an occurrence longer than the overlap (2h) can hide from both chunks: a shorter one
+        # is seen whole by one of them, which then has no token starting inside it to agree on.
+        # Whitespace-absorbing tokens can grow without bound, so they always count.
+        toks = [t for t in bk.get_added_tokens_decoder().values()
+                if t.content and not (t.special and bk.encode_special_tokens)
+                and (len(t.content) > overlap or t.lstrip or t.rstrip)]
+        self.maxlen = max((len(t.content) for t in toks), default=0)
+        self.lstrip = any(t.lstrip for t in toks)
+        self.rstrip = any(t.rstrip for t in toks)
+        self.regex = None
+        if toks:
+            contents = sorted({t.content for t in toks}, key=len, reverse=True)
+            flags = re.IGNORECASE if any(t.normalized for t in toks) else 0
+            # candidates are the positions of a possible first character (a fast scan); at each,
+            # the longest token text that starts there. Overlapping occurrences are all found.
+            firsts = sorted({c[0] for c in contents} | ({c[0].swapcase() for c in contents} if flags else set()))
+            self.first = re.compile("[" + "".join(re.escape(c) for c in firsts) + "]")
+            self.regex = re.compile("|".join(map(re.escape, contents)), flags)
+
+    def intervals(self, text: str, lo: int, hi: int) -> list[tuple[int, int]]:
+        """Occurrences ``(start, end)`` that reach into ``[lo, hi)``."""
+        if self.regex is None:
+            return []
+        n = len(text)
+        a, b = lo, hi
+        if self.rstrip:  # a token before a whitespace run may extend over it into the window
+            while a > 0 and text[a - 1].isspace():
+                a -= 1
+        if self.lstrip:
+            while b < n and text[b].isspace():
+                b += 1
+        out = []
+        end = min(n, b + self.maxlen)
+        for c in self.first.finditer(text, max(0, a - self.maxlen), end):
+            m = self.regex.match(text, c.start(), end)
+            if m is None:
+                continue
+            s, e = m.start(), m.end()
+            if self.lstrip:
+                while s > 0 and text[s - 1].isspace():
+                    s -= 1
+            if self.rstrip:
+                while e < n and text[e].isspace():
+                    e += 1
+            if e > lo and s < hi:
+                out.append((s, e))
+        return out
+
+    @staticmethod
+    def mask(tokens: np.ndarray, intervals: list[tuple[int, int]]) -> np.ndarray:
+        """A copy of ``tokens`` with PIECE cleared on tokens starting strictly inside an interval."""
+        if not intervals or not len(tokens):
+            return tokens
+        out = tokens.copy()
+        starts = out[:, tokmerge.START]
+        for s, e in intervals:
+            out[(starts > s) & (starts < e), tokmerge.PIECE] = 0
+        return out
+
+
+_GUARDS: dict[tuple[int, int], tuple[Any, _AddedTokenGuard, tuple]] = {}
+
+
+def _guard(bk, overlap: int) -> _AddedTokenGuard:
+    key = (bk.get_vocab_size(with_added_tokens=True), bk.encode_special_tokens)
+    hit = _GUARDS.get((id(bk), overlap))
+    if hit is None or hit[0] is not bk or hit[2] != key:
+        hit = (bk, _AddedTokenGuard(bk, overlap), key)
+        _GUARDS[(id(bk), overlap)] = hit
+    return hit[1]
+
+
 _SPLIT_PROBE = "Hello world, 123 foo\nbar. Über-naïve\tx"
 
 
@@ -449,6 +534,7 @@ def encode(tokenizer, text: str, *, add_special_tokens: bool = False, workers: i
 
     trivial, hard = _piece_mode(bk)
     bounds, h = chunk_spans(n, chunk_chars, overlap_chars)
+    guard = _guard(bk, 2 * h) if rule == "piece" else None
     # a "group" is a run of nominal segments encoded as one chunk; growing fuses neighbours
     groups = [(k, k + 1) for k in range(len(bounds) - 1)]  # segment index ranges [g0, g1)
     stats.boundaries = len(groups) - 1
@@ -478,8 +564,11 @@ def encode(tokenizer, text: str, *, add_special_tokens: bool = False, workers: i
             key = (left[0], left[1], right[1])
             if key not in cuts:
                 center = bounds[left[1]]
-                cuts[key] = tokmerge.find_cut(cache[left].tail, cache[right].head, center=center,
-                                              min_run=min_run, rule=rule)
+                tail, head = cache[left].tail, cache[right].head
+                if guard is not None and guard.regex is not None:
+                    spans = guard.intervals(text, center - h, center + h)
+                    tail, head = guard.mask(tail, spans), guard.mask(head, spans)
+                cuts[key] = tokmerge.find_cut(tail, head, center=center, min_run=min_run, rule=rule)
             if not cuts[key].found:
                 failed.append(left[1])
         if round_ == 0:

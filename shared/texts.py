@@ -161,6 +161,7 @@ HOSTILE_PIECES = (
     "😀", "👩\u200d👩\u200d👧", "🇺🇸", "<|endoftext|>", "<s>", "</s>", "<|begin_of_text|>", "'s", "'ll", "ing",
     "the", " the", "-", "_", "/", "http://x.y/z?q=1", "\u00a0", "\u3000", "ß", "İ", "ﬁ", "０", "½", "क्ष",
     "ا", "\u200b", "\ufeff", "▁", "Ġ", "\x00", "\x0b", "\u2028", "    ", "0000",
+    "<|reserved_special_token_250|>", "<|im_start|>", "<|im_end|>", "<|end_of_text|>", "<unk>", "<|endoftext|>",
 )
 
 

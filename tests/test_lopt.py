@@ -65,6 +65,42 @@ def test_identical_on_real_text_slices(tok, name):
         assert ids == tok.encode(piece, add_special_tokens=False), (name, start, n, chunk, overlap)
 
 
+def test_added_token_longer_than_the_overlap_is_never_cut():
+    """Regression: a special token covering the whole overlap is invisible to both chunks."""
+    tok = tokenization.load("llama3")
+    text = ("İ12½</s>😀,aﬁ\x0b the\ufeff/½\r\n3<s>\x0b12ß/日'll</s>\r\n  日1_\u2028ﬁ</s>.😀1ﬁİ's"
+            "<|begin_of_text|>  é \x0bab本語क्ष1本語-<|endoftext|>क्ष０ﬁ12<s>\t<|begin_of_text|>the,/")
+    assert lopt.encode(tok, text, chunk_chars=14, overlap_chars=11) == tok.encode(text, add_special_tokens=False)
+    long_token = "<|reserved_special_token_250|>"
+    text = ("word " * 10 + long_token) * 40
+    for chunk in range(12, 40, 3):
+        for overlap in (2, 5, 9, chunk - 1):
+            ids = lopt.encode(tok, text, chunk_chars=chunk, overlap_chars=overlap, workers=1)
+            assert ids == tok.encode(text, add_special_tokens=False), (chunk, overlap)
+
+
+def test_lstrip_rstrip_added_tokens():
+    from tokenizers import AddedToken, Tokenizer
+
+    bk = Tokenizer.from_str(tokenization.load("gpt2").backend_tokenizer.to_str())
+    bk.add_special_tokens([AddedToken("<mask>", lstrip=True, rstrip=True), AddedToken("[SEP]", rstrip=True)])
+    rng = random.Random(1)
+    for _ in range(300):
+        text = "".join(rng.choice(["<mask>", "[SEP]", " ", "   ", "a", "bc", "\n", "1"]) for _ in range(rng.randint(1, 60)))
+        chunk = rng.randint(3, 20)
+        overlap = rng.randint(2, chunk - 1)
+        ref = bk.encode(text, add_special_tokens=False).ids
+        assert lopt.encode(bk, text, chunk_chars=chunk, overlap_chars=overlap, workers=1) == ref, (text, chunk, overlap)
+
+
+@given(text=st.lists(st.sampled_from(PIECES[-6:] + [" ", "a", "\n", "1", "日"]), max_size=80).map("".join),
+       setting=settings())
+def test_identical_on_special_token_soup(tok, text, setting):
+    chunk, overlap, retries, workers = setting
+    ids = lopt.encode(tok, text, chunk_chars=chunk, overlap_chars=overlap, max_retries=retries, workers=workers)
+    assert ids == tok.encode(text, add_special_tokens=False)
+
+
 def test_paper_rule_is_lossy_where_ours_is_not():
     """The reason for our rule: a known input where the end-of-run cut goes wrong (see the chapter)."""
     tok = tokenization.load("qwen3")
@@ -185,3 +221,41 @@ def test_baselines_are_lossy_somewhere():
     gpt2 = tokenization.load("gpt2")
     hard = texts.load("hard")[:40_000]
     assert lopt.encode_overlap_ids(gpt2, hard, chunk_chars=200, overlap_chars=4) != gpt2.encode(hard, add_special_tokens=False)
+
+
+def _trained(kind: str):
+    """Small tokenizers of other families, trained here in a second: WordPiece (BERT pipeline with
+    NFD + lowercase + accent stripping) and Unigram (SentencePiece-style, no splitting)."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+    corpus = texts.load("moby-dick")[:300_000].splitlines() + [texts.hard_text(20_000, seed=3)]
+    if kind == "wordpiece":
+        tk = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        tk.normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=True)
+        tk.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        trainer = trainers.WordPieceTrainer(vocab_size=3000, special_tokens=["[UNK]", "[CLS]", "[SEP]"])
+    elif kind == "unigram-nfkc":
+        tk = Tokenizer(models.Unigram())
+        tk.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Replace(" ", "▁")])
+        tk.pre_tokenizer = None
+        tk.decoder = decoders.Metaspace()
+        trainer = trainers.UnigramTrainer(vocab_size=2000, special_tokens=["<unk>"], unk_token="<unk>")
+    else:
+        raise ValueError(kind)
+    tk.train_from_iterator(corpus, trainer=trainer)
+    return tk
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "unigram-nfkc"])
+def test_other_tokenizer_families(kind):
+    tk = _trained(kind)
+    rng = random.Random(5)
+    for _ in range(300):
+        text = texts.hostile_text(rng, 80) + " " + texts.load("moby-dick")[rng.randrange(10**6):][:rng.randint(0, 300)]
+        chunk = rng.randint(3, 60)
+        overlap = rng.randint(2, chunk - 1)
+        ids = lopt.encode(tk, text, chunk_chars=chunk, overlap_chars=overlap, workers=1)
+        assert ids == tk.encode(text, add_special_tokens=False).ids, (kind, text, chunk, overlap)
+    big = texts.load("moby-dick")[:200_000]
+    ids, stats = lopt.encode(tk, big, chunk_chars=8192, overlap_chars=256, return_stats=True)
+    assert ids == tk.encode(big, add_special_tokens=False).ids
