@@ -106,8 +106,10 @@ def generate(executed: Path, generated: Path, profile: str = "book") -> list[Pat
             parts.append(f"*Not run with the `{profile}` profile yet (`acl26 run {pid}`).*\n")
             continue
         parts.append(f"Profile `{res['profile']}`, run {res['started']} ({res['wall_s']:.0f} s). {_verdicts(res)}.\n")
-        parts.append(table(res["claims"], ["statement" if "statement" in res["claims"][0] else "claim", "paper",
-                                           "source", "ours", "test", "holds?", "note"]))
+        rows = [{"claim (source)": f"{c['claim']} ({c['source']})", "paper": c["paper"],
+                 "ours": c["ours"] + (f" — {c['note']}" if c.get("note") else ""),
+                 "test": c["test"], "holds?": c["holds?"]} for c in res["claims"]]
+        parts.append(table(rows))
     written.append(io.write_text(generated / "claims.md", "\n".join(parts)))
 
     # performance
