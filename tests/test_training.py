@@ -1,0 +1,165 @@
+"""The shared training loop: cached by config, deterministic, resumable after a kill (issue #3)."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+
+from acl26 import models, training
+
+V = 300
+
+
+def tiny_dense():
+    return models.dense_config(V, hidden=32, layers=2, heads=4, kv_heads=2, intermediate=64, max_positions=64)
+
+
+def tiny_moe(top_k=3):
+    return models.moe_config(V, hidden=32, layers=2, heads=4, kv_heads=2, experts=8, top_k=top_k,
+                             expert_intermediate=16, max_positions=64)
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACL26_CACHE", str(tmp_path))
+    return tmp_path
+
+
+@pytest.fixture(scope="module")
+def blocks():
+    g = torch.Generator().manual_seed(1)
+    # a learnable toy language: token t is followed by (t * 7 + 3) % V most of the time
+    rows = []
+    for _ in range(240):
+        seq = [int(torch.randint(0, V, (1,), generator=g))]
+        for _ in range(32):
+            nxt = (seq[-1] * 7 + 3) % V if torch.rand(1, generator=g) < 0.9 else int(torch.randint(0, V, (1,), generator=g))
+            seq.append(nxt)
+        rows.append(seq)
+    data = torch.tensor(rows)
+    return data[:200], data[200:]
+
+
+TC = training.TrainConfig(steps=40, batch_size=8, lr=3e-3, eval_every=10, eval_blocks=8, checkpoint_every=5)
+
+
+def same_weights(a, b):
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_lr_schedule_warms_up_then_decays():
+    cfg = training.TrainConfig(steps=100, warmup_frac=0.1, min_lr_frac=0.1)
+    lrs = [training.lr_at(s, cfg) for s in range(100)]
+    assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)
+    assert all(a >= b for a, b in zip(lrs[10:], lrs[11:]))
+    assert lrs[-1] == pytest.approx(0.1, abs=1e-3)
+
+
+def test_cache_key_changes_with_every_input():
+    base = training.config_key(tiny_dense(), TC, "data-a")
+    assert base == training.config_key(tiny_dense(), TC, "data-a")
+    other_model = models.dense_config(V, hidden=48, layers=2, heads=4, kv_heads=2, intermediate=64, max_positions=64)
+    assert training.config_key(other_model, TC, "data-a") != base
+    assert training.config_key(tiny_dense(), training.TrainConfig(**{**TC.__dict__, "lr": 1e-4}), "data-a") != base
+    assert training.config_key(tiny_dense(), training.TrainConfig(**{**TC.__dict__, "seed": 1}), "data-a") != base
+    assert training.config_key(tiny_dense(), TC, "data-b") != base
+
+
+def test_learns_is_deterministic_and_cached(cache, blocks):
+    tr, va = blocks
+    a = training.train(tiny_dense(), TC, tr, va, name="d", data_fingerprint="f", progress=False)
+    assert not a.from_cache and a.val_ppl < 0.5 * V  # learned something
+    b = training.train(tiny_dense(), TC, tr, va, name="d2", data_fingerprint="f", progress=False, use_cache=False)
+    assert same_weights(a.model, b.model), "same config and seed must give the same weights"
+    c = training.train(tiny_dense(), TC, tr, va, name="d", data_fingerprint="f", progress=False)
+    assert c.from_cache and same_weights(a.model, c.model) and c.log["final"] == a.log["final"]
+
+
+def test_interrupted_run_resumes_to_the_same_weights(cache, blocks):
+    tr, va = blocks
+    full = training.train(tiny_moe(), TC, tr, va, name="m-full", data_fingerprint="f", progress=False, use_cache=False)
+    part = training.train(tiny_moe(), TC, tr, va, name="m", data_fingerprint="f", progress=False, stop_after=17)
+    assert part.log["stopped_at"] == 17
+    rest = training.train(tiny_moe(), TC, tr, va, name="m", data_fingerprint="f", progress=False)
+    assert rest.resumed_from == 17 and not rest.from_cache
+    assert same_weights(full.model, rest.model)
+    assert rest.log["history"]["train_loss"] == full.log["history"]["train_loss"]
+
+
+def test_killed_process_resumes_rather_than_restarting(cache, tmp_path):
+    """SIGKILL a training process after its first checkpoints; the rerun picks up from the last one."""
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys, time, torch
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        from test_training import tiny_dense, V
+        from acl26 import training
+        g = torch.Generator().manual_seed(1)
+        tr = torch.randint(0, V, (200, 33), generator=g); va = torch.randint(0, V, (20, 33), generator=g)
+        slow = lambda step, loss: time.sleep(0.05)
+        cfg = training.TrainConfig(steps=400, batch_size=8, eval_every=50, eval_blocks=8, checkpoint_every=10)
+        res = training.train(tiny_dense(), cfg, tr, va, name="k", data_fingerprint="f", progress=False, on_step=slow)
+        print("RESUMED_FROM", res.resumed_from, flush=True)
+    """))
+    env = {**os.environ, "ACL26_CACHE": str(cache)}
+    proc = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, text=True)
+    partial = list((cache / "models").glob("k-*.partial")) if (cache / "models").exists() else []
+    deadline = time.time() + 120
+    while time.time() < deadline and not (partial and (partial[0] / "last.pt").is_file()):
+        time.sleep(0.2)
+        partial = list((cache / "models").glob("k-*.partial")) if (cache / "models").exists() else []
+    time.sleep(1.0)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert partial and (partial[0] / "last.pt").is_file(), "no checkpoint was written before the kill"
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    resumed = int(out.stdout.split("RESUMED_FROM")[1].split()[0])
+    assert resumed >= 10, "the rerun restarted from scratch"
+    assert not partial[0].exists(), "checkpoints of a finished run are cleaned up"
+
+
+@pytest.mark.parametrize("family", ["dense", "moe"])
+def test_each_family_loads_from_a_local_path(cache, tmp_path, family):
+    cfg = tiny_dense() if family == "dense" else tiny_moe()
+    torch.manual_seed(0)
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_config(cfg).eval()
+    model.save_pretrained(tmp_path / family)
+    loaded, tok = models.load_local(tmp_path / family)
+    x = torch.randint(0, V, (2, 16))
+    with torch.no_grad():
+        assert torch.equal(model(x).logits, loaded(x).logits)
+    assert tok is None
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        models.load_local(tmp_path / "nothing")
+
+
+def test_moe_top_k_can_be_lowered_and_counts_active_parameters(cache):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_config(tiny_moe(top_k=3))
+    counts = models.count_params(model)
+    assert counts["active"] == counts["total"] - 2 * (8 - 3) * 3 * 32 * 16
+    models.set_top_k(model, 1)
+    assert all(layer.mlp.gate.top_k == 1 for layer in model.model.layers)
+    models.set_top_k(model, [2, 4])
+    assert [layer.mlp.gate.top_k for layer in model.model.layers] == [2, 4]
+    with pytest.raises(ValueError, match="k must be between"):
+        models.set_top_k(model, 9)
+    with pytest.raises(ValueError, match="one k per MoE layer"):
+        models.set_top_k(model, [1, 2, 3])
+
+
+def test_bad_train_config_names_the_field():
+    with pytest.raises(ValueError, match="TrainConfig.lr"):
+        training.TrainConfig(steps=10, lr=-1)
+    with pytest.raises(ValueError, match="TrainConfig.steps"):
+        training.TrainConfig(steps=0)
