@@ -1,6 +1,8 @@
 """acl26.kernels: the Numba kernels behind the book's three hot loops.
 
 * :mod:`acl26.kernels.tokmerge` -- LoPT: find the lossless cut between two overlapping chunks.
+* :mod:`acl26.kernels.ternary` -- Sherry: 3:4 ternary quantizer, 1.25-bit / 1.67-bit / 2-bit packing,
+  lookup-table GEMV and GEMM.
 
 Each kernel is a public wrapper that validates shapes and dtypes, then calls a private
 ``@njit(cache=True)`` function. numba's on-disk cache needs a writable folder: unless
