@@ -39,18 +39,19 @@ SPEC = ParamSpec(
         Param("moe_steps", int, "MoE LM: training steps", min=1),
         Param("batch_size", int, "training batch (blocks)", min=1),
         Param("lr", float, "peak learning rate (AdamW, cosine)", min=1e-6, max=1.0),
+        Param("bf16", bool, "bf16 autocast in training (fp32 weights; validation in fp32)"),
         Param("seed", int, "random seed", min=0),
     ),
     profiles={
         "book": dict(ppl_chars=0, ppl_context=2048, ppl_stride=1024, vocab_size=8192, block_size=256, val_blocks=256,
-                     dense_hidden=256, dense_layers=6, dense_intermediate=688, dense_steps=500,
+                     dense_hidden=256, dense_layers=6, dense_intermediate=688, dense_steps=220,
                      moe_hidden=256, moe_layers=6, moe_experts=32, moe_top_k=6, moe_expert_intermediate=128,
-                     moe_steps=600, batch_size=16, lr=2e-3, seed=0),
+                     moe_steps=180, batch_size=16, lr=2e-3, bf16=True, seed=0),
         "smoke": dict(ppl_chars=3000, ppl_context=256, ppl_stride=128, vocab_size=1024, block_size=64, val_blocks=16,
                       dense_hidden=32, dense_layers=2, dense_intermediate=64, dense_steps=20,
                       moe_hidden=32, moe_layers=2, moe_experts=8, moe_top_k=3, moe_expert_intermediate=16,
                       moe_steps=20, batch_size=8),
-        "paper": dict(dense_steps=2000, moe_steps=2400, val_blocks=1024),
+        "paper": dict(dense_steps=2000, moe_steps=2000, val_blocks=1024),
     },
     checks=(
         ("moe_top_k must not exceed moe_experts", lambda p: p["moe_top_k"] <= p["moe_experts"]),
@@ -99,7 +100,8 @@ def model_config(kind: str, params: dict, vocab_size: int):
 def train_config(kind: str, params: dict) -> training.TrainConfig:
     steps = params["dense_steps"] if kind == "dense" else params["moe_steps"]
     return training.TrainConfig(steps=steps, batch_size=params["batch_size"], lr=params["lr"], seed=params["seed"],
-                                eval_every=max(1, steps // 20), checkpoint_every=max(1, steps // 10))
+                                eval_every=max(1, steps // 10), eval_blocks=32, checkpoint_every=max(1, steps // 4),
+                                warmup_frac=0.05, bf16=params["bf16"])
 
 
 def trained(kind: str, profile: str = "book", overrides: dict | None = None, *, progress: bool = True):

@@ -69,6 +69,9 @@ def test_cache_key_changes_with_every_input():
     assert training.config_key(tiny_dense(), training.TrainConfig(**{**TC.__dict__, "lr": 1e-4}), "data-a") != base
     assert training.config_key(tiny_dense(), training.TrainConfig(**{**TC.__dict__, "seed": 1}), "data-a") != base
     assert training.config_key(tiny_dense(), TC, "data-b") != base
+    # bookkeeping that cannot change the weights does not change the key
+    assert training.config_key(tiny_dense(), training.TrainConfig(**{**TC.__dict__, "eval_every": 7,
+                                                                      "checkpoint_every": 3}), "data-a") == base
 
 
 def test_learns_is_deterministic_and_cached(cache, blocks):

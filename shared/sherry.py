@@ -1,0 +1,233 @@
+"""Sherry (ACL 2026, arXiv 2601.07892): 3:4-sparse ternary quantization-aware training with Arenas.
+
+The packed formats and kernels are :mod:`acl26.kernels.ternary`; this module is the training side:
+
+* :func:`sparse34` -- the 3:4 quantizer in torch (Sparse-AbsMean: per group of 4 inputs the
+  smallest |w| becomes 0, the others ``sign(w)``; scale = mean |w| of the kept weights per output
+  row), identical to :func:`acl26.kernels.ternary.sparse_ternarize`;
+* :func:`absmean` -- BitNet b1.58's absmean ternary quantizer (1.58-bit), for comparison;
+* :class:`QuantLinear` -- a ``Linear`` whose forward uses the quantized weight with a
+  straight-through estimator, plus the **Arenas** residual ``lambda_t * W``:
+  ``y = x [Q(W) + lambda_t W]^T``;
+* :func:`arenas_lambda` -- lambda_t: linear warm-up to 1 over the first 10% of steps, then cosine
+  decay to 0, so the model at the end of training is purely ternary;
+* :class:`QATMonitor` -- drives lambda_t and records the evidence of *weight trapping*: the share of
+  weights that never change their ternary state, and the effective rank of the gradients;
+* :func:`to_packed` -- replace the quantized layers by :class:`PackedLinear`, which runs the packed
+  1.25-bit GEMM kernel, to check that the deployed model computes what the fake-quantized one did.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from acl26 import training
+
+MODES = ("fp", "absmean", "sparse34")
+
+
+def sparse34(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """3:4 ternary ``(T, scale)`` of a ``(out, in)`` weight (``in % 4 == 0``); see the module docstring.
+
+    Ties: the first of the tied smallest |w| is zeroed (``argmin`` returns the first); a kept
+    weight is -1 if ``w < 0`` else +1. ``scale`` has shape ``(out,)``.
+    """
+    out_f, in_f = w.shape
+    if in_f % 4:
+        raise ValueError(f"3:4 sparsity needs in_features divisible by 4, got {in_f}")
+    g = w.detach().reshape(out_f, in_f // 4, 4)
+    a = g.abs()
+    keep = torch.ones_like(g).scatter_(-1, a.argmin(-1, keepdim=True), 0.0)
+    t = torch.where(g < 0, -1.0, 1.0).to(w.dtype) * keep
+    scale = (a * keep).sum(dim=(1, 2)) / keep.sum(dim=(1, 2))
+    return t.reshape(out_f, in_f), scale
+
+
+def absmean(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """BitNet b1.58 ternary ``(T, scale)``: ``clip(round(W / g), -1, 1)``, ``g = max(mean|W|, 1e-5)`` (scalar)."""
+    g = w.detach().abs().mean().clamp_min(1e-5)
+    return torch.clamp(torch.round(w.detach() / g), -1, 1), g
+
+
+def quantize(w: torch.Tensor, mode: str) -> torch.Tensor:
+    """The dequantized weight ``scale * T`` for ``mode``."""
+    if mode == "sparse34":
+        t, s = sparse34(w)
+        return t * s[:, None]
+    if mode == "absmean":
+        t, s = absmean(w)
+        return t * s
+    raise ValueError(f"mode must be one of {MODES[1:]}, got {mode!r}")
+
+
+def arenas_lambda(step: int, total: int, warmup_frac: float = 0.1) -> float:
+    """Arenas residual weight: 0 -> 1 linearly over ``warmup_frac`` of training, then cosine to 0."""
+    warm = max(1, int(round(warmup_frac * total)))
+    if step < warm:
+        return step / warm
+    progress = (step - warm) / max(1, total - 1 - warm)
+    return 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+class QuantLinear(nn.Linear):
+    """A ``Linear`` trained through a ternary quantizer (straight-through) with an optional Arenas residual."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool, mode: str):
+        super().__init__(in_features, out_features, bias=bias)
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        self.mode = mode
+        self.lam = 0.0
+
+    def effective_weight(self) -> torch.Tensor:
+        w = self.weight
+        if self.mode == "fp":
+            return w
+        q = quantize(w, self.mode)
+        w_q = w + (q - w).detach()  # straight-through estimator
+        return w_q + self.lam * w if self.lam else w_q
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.effective_weight(), self.bias)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, mode={self.mode}"
+
+
+def quantized_layers(model) -> list[tuple[str, nn.Module]]:
+    """The linear layers of the decoder blocks (embeddings and the output head stay full precision)."""
+    return [(n, m) for n, m in model.named_modules()
+            if isinstance(m, nn.Linear) and ".layers." in n and "lm_head" not in n]
+
+
+def wrap(model, mode: str):
+    """Replace every decoder-block ``Linear`` by a :class:`QuantLinear` of ``mode`` sharing its parameters."""
+    for name, lin in quantized_layers(model):
+        q = QuantLinear(lin.in_features, lin.out_features, lin.bias is not None, mode)
+        q.weight = lin.weight
+        if lin.bias is not None:
+            q.bias = lin.bias
+        parent_name, _, child = name.rpartition(".")
+        setattr(model.get_submodule(parent_name), child, q)
+    return model
+
+
+def effective_rank(g: torch.Tensor) -> float:
+    """Roy & Vetterli's effective rank: exp of the entropy of the normalised singular values."""
+    s = torch.linalg.svdvals(g.detach().float())
+    p = s / s.sum().clamp_min(1e-30)
+    p = p[p > 0]
+    return float(torch.exp(-(p * p.log()).sum()))
+
+
+def ternary_state(w: torch.Tensor, mode: str) -> torch.Tensor:
+    """The int8 ternary state (-1, 0, +1) of each weight under ``mode``."""
+    t = sparse34(w)[0] if mode == "sparse34" else absmean(w)[0]
+    return t.to(torch.int8)
+
+
+class QATMonitor(training.Monitor):
+    """Sets the Arenas lambda each step; records weight trapping and gradient effective rank.
+
+    Every ``every`` steps it snapshots the ternary states of the ``track`` layers and counts, per
+    weight, how often its state changed since the previous snapshot; at the end, the *stuck share*
+    is the fraction of weights whose state never changed after the first ``skip_frac`` of
+    training. The effective rank of each tracked layer's gradient is measured at the same steps.
+    """
+
+    def __init__(self, mode: str, total_steps: int, arenas: bool, track: list[str], every: int = 10,
+                 skip_frac: float = 0.1):
+        self.mode, self.total, self.arenas, self.track, self.every = mode, total_steps, arenas, list(track), every
+        self.skip = int(skip_frac * total_steps)
+        self.flips: dict[str, torch.Tensor] = {}
+        self.last: dict[str, torch.Tensor] = {}
+        self.ranks: dict[str, list[tuple[int, float]]] = {n: [] for n in self.track}
+        self.lams: list[tuple[int, float]] = []
+
+    def before_step(self, step, model):
+        lam = arenas_lambda(step, self.total) if (self.arenas and self.mode != "fp") else 0.0
+        for _, m in quantized_layers(model):
+            if isinstance(m, QuantLinear):
+                m.lam = lam
+        if step % self.every == 0:
+            self.lams.append((step, lam))
+
+    def on_grads(self, step, model):
+        if step % self.every and step != self.total - 1:
+            return
+        mods = dict(model.named_modules())
+        for name in self.track:
+            m = mods[name]
+            if m.weight.grad is not None:
+                self.ranks[name].append((step, effective_rank(m.weight.grad)))
+            if self.mode == "fp":
+                continue
+            state = ternary_state(m.weight, self.mode)
+            if name in self.last and step >= self.skip:
+                changed = (state != self.last[name]).to(torch.int32)
+                self.flips[name] = self.flips.get(name, torch.zeros_like(changed)) + changed
+            if step >= self.skip or name not in self.last:
+                self.last[name] = state
+
+    def state_dict(self):
+        return {"flips": self.flips, "last": self.last, "ranks": self.ranks, "lams": self.lams}
+
+    def load_state_dict(self, state):
+        self.flips = state.get("flips", {})
+        self.last = state.get("last", {})
+        self.ranks = state.get("ranks", {n: [] for n in self.track})
+        self.lams = state.get("lams", [])
+
+    def summary(self):
+        out = {"lambda": self.lams, "effective_rank": self.ranks, "stuck_share": {}, "mean_flips": {}}
+        for name, f in self.flips.items():
+            out["stuck_share"][name] = float((f == 0).float().mean())
+            out["mean_flips"][name] = float(f.float().mean())
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# deployment: the trained ternary model through the packed kernels
+
+
+class PackedLinear(nn.Module):
+    """A 3:4 ternary layer stored packed (1.25 bits/weight) and run with ``gemm_sherry``."""
+
+    def __init__(self, t: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None):
+        super().__init__()
+        from acl26.kernels import ternary
+
+        self.out_features, self.in_features = t.shape
+        self.packed = ternary.pack_sherry(t.to(torch.int8).numpy())
+        self.scale = scale.detach().float().numpy().astype(np.float32)
+        self.bias = None if bias is None else bias.detach().clone()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from acl26.kernels import ternary
+
+        lead = x.shape[:-1]
+        xs = np.ascontiguousarray(x.detach().reshape(-1, self.in_features).float().numpy())
+        y = torch.from_numpy(ternary.gemm_sherry(self.packed, self.scale, xs)).reshape(*lead, self.out_features)
+        if self.bias is not None:
+            y = y + self.bias
+        return y.to(x.dtype)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.packed.nbytes + self.scale.nbytes)
+
+
+def to_packed(model):
+    """Replace every 3:4 :class:`QuantLinear` (its pure ternary weight, lambda = 0) by a :class:`PackedLinear`."""
+    for name, m in quantized_layers(model):
+        if not (isinstance(m, QuantLinear) and m.mode == "sparse34"):
+            raise ValueError(f"{name}: only 3:4 QuantLinear layers can be packed, got {type(m).__name__}")
+        t, s = sparse34(m.weight)
+        parent_name, _, child = name.rpartition(".")
+        setattr(model.get_submodule(parent_name), child, PackedLinear(t, s, m.bias))
+    return model
