@@ -52,6 +52,8 @@ PAPERS: dict[str, Paper] = {
     for p in [
         Paper("models", "Shared models: SmolLM2 offline and small LMs trained here", "", "",
               "acl26.models_study", kind="support"),
+        Paper("sherry", "Sherry: Hardware-Efficient 1.25-Bit Ternary Quantization via Fine-grained Sparsification",
+              "2601.07892", "ACL 2026 long 513", "acl26.sherry_study"),
         Paper("lopt", "LoPT: Lossless Parallel Tokenization Acceleration for Long Context Inference",
               "2511.04952", "ACL 2026 long 1529", "acl26.lopt_study"),
     ]
