@@ -651,6 +651,8 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
     if isinstance(shapes, (str, Shape)) or not isinstance(shapes, Sequence) or not shapes:
         raise ValueError(f"shapes must be a non-empty list of shape names or Shapes, got {shapes!r}")
     shape_objs = [get_shape(s, "shapes") for s in shapes]
+    if len({s.name for s in shape_objs}) != len(shape_objs):
+        raise ValueError(f"shapes must not repeat a shape (aliases count as the shape), got {list(shapes)}")
     if isinstance(formats, str) or not isinstance(formats, Sequence) or not formats:
         raise ValueError(f"formats must be a non-empty list of format names, got {formats!r}")
     for f in formats:

@@ -282,6 +282,7 @@ def test_speed_table_rows():
 
 @pytest.mark.parametrize("kw, arg", [
     (dict(shapes=["nope"]), "shapes"), (dict(shapes="tiny"), "shapes"), (dict(shapes=[]), "shapes"),
+    (dict(shapes=["llama-0.7b", "bitnet-0.7b"]), "repeat"),
     (dict(formats=["fp16"]), "formats"), (dict(formats="sherry"), "formats"), (dict(formats=["i2", "i2"]), "formats"),
     (dict(tokens=0), "tokens"), (dict(tokens=1.5), "tokens"), (dict(repeats=0), "repeats"),
     (dict(context=0), "context"), (dict(max_gb=0), "max_gb"), (dict(n_threads=0), "n_threads"),
