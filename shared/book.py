@@ -48,6 +48,15 @@ def table(rows: list[dict], columns: list[str] | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
+def _number(value, fmt: str = "{:.4g}"):
+    """A benchmark figure for a table: numbers formatted, None and NaN as a dash, anything else as is."""
+    if value is None or (isinstance(value, float) and value != value):
+        return "—"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return fmt.format(value)
+    return value
+
+
 def _load(path: Path):
     try:
         return io.read_json(path)
@@ -125,8 +134,10 @@ def generate(executed: Path, generated: Path, profile: str = "book") -> list[Pat
                      f"{' — quick mode' if data.get('quick') else ''}. {data.get('note', '')}\n")
         goals = [{**g, "met": {True: "yes", False: "no", None: "—"}[g["met"]]} for g in data["goals"]]
         parts.append("**Goals**\n\n" + table(goals, ["goal", "target", "measured", "met"]))
-        rows = [{**r, "median_s": f"{r['median_s']:.3f}", "ratio": f"{r['ratio']:.2f}×"} for r in data["rows"]]
-        parts.append("**Measurements** (median seconds; ratio = baseline time / this time, same run)\n\n" + table(rows))
+        rows = [{k: _number(v, "{:.2f}×" if k == "ratio" else "{:.4g}") for k, v in r.items()} for r in data["rows"]]
+        columns = list(dict.fromkeys(k for r in rows for k in r))  # every row's fields, first-seen order
+        parts.append("**Measurements** (median seconds; ratio = baseline time / this time, same run; "
+                     "— where a figure does not apply)\n\n" + table(rows, columns))
     written.append(io.write_text(generated / "performance.md", "\n".join(parts)))
 
     # assets and licences

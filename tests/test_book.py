@@ -55,3 +55,21 @@ def test_pages_load_nothing_from_the_network(built):
 def test_no_stderr_or_progress_noise_in_chapter(built):
     chapter = (built / "book" / "executed" / "lopt.html").read_text()
     assert "it/s]" not in chapter and "Warning" not in chapter
+
+
+def test_performance_page_takes_rows_of_different_shapes(tmp_path):
+    """Benchmark rows may lack a ratio (None), carry NaN, or add their own fields; all are shown."""
+    from acl26 import bench, io
+
+    executed = tmp_path / "executed"
+    data = {"title": "T", "note": "n", "started": "now", "machine": bench.machine(), "quick": True,
+            "goals": [{"goal": "g", "target": "t", "measured": "m", "met": None}],
+            "rows": [{"benchmark": "a", "median_s": 0.00123456, "ratio": 1.0},
+                     {"benchmark": "b", "median_s": 0.5, "ratio": None, "mweights_per_s": 1553.6},
+                     {"benchmark": "c", "median_s": float("nan"), "ratio": 2.5, "note": "skipped: memory"}]}
+    io.write_json(executed / "bench" / "sherry.json", data)
+    book.generate(executed, tmp_path / "generated", profile="smoke")
+    page = (tmp_path / "generated" / "performance.md").read_text()
+    assert "| a | 0.001235 | 1.00× |" in page
+    assert "| b | 0.5 | — | 1554 |" in page
+    assert "mweights_per_s" in page and "skipped: memory" in page and "| c | — | 2.50× |" in page
