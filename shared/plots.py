@@ -4,10 +4,13 @@ from __future__ import annotations
 
 
 def setup() -> None:
-    """Apply the book's plotting theme (call once per notebook)."""
+    """Apply the book's plotting theme and table display (call once per notebook)."""
     import matplotlib as mpl
     import seaborn as sns
 
+    import pandas as pd
+
+    pd.set_option("display.max_colwidth", None)  # tables show whole cells (claims, notes), not "62...."
     sns.set_theme(context="notebook", style="whitegrid", palette="colorblind")
     mpl.rcParams.update({"figure.dpi": 110, "savefig.dpi": 110, "figure.figsize": (7.5, 4.2),
                          "axes.titleweight": "bold", "figure.autolayout": True})
