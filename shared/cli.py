@@ -109,7 +109,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _terminate(signum, frame):
+    """SIGTERM (``kill``, a CI timeout) unwinds like Ctrl-C, so runs remove their staging folders."""
+    raise KeyboardInterrupt(f"terminated by signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
+    import signal
+
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminate)
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s")

@@ -57,3 +57,20 @@ def test_corrupted_asset_hash_via_cli(capsys, tmp_path, monkeypatch):
 def test_console_script_is_installed():
     proc = subprocess.run([sys.executable, "-m", "acl26.cli", "--version"], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.startswith("acl26 ")
+
+
+def test_sigterm_unwinds_like_ctrl_c():
+    """A killed `acl26 run` must reach the runner's cleanup: SIGTERM becomes KeyboardInterrupt."""
+    import os
+    import signal
+
+    from acl26 import cli
+
+    old = signal.signal(signal.SIGTERM, cli._terminate)
+    try:
+        with pytest.raises(KeyboardInterrupt, match="signal"):
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(100):  # the handler runs between bytecodes
+                pass
+    finally:
+        signal.signal(signal.SIGTERM, old)
