@@ -124,6 +124,8 @@ def generate(executed: Path, generated: Path, profile: str = "book") -> list[Pat
     # performance
     parts = []
     for pid, paper in registry.PAPERS.items():
+        if not hasattr(paper.module(), "benchmarks"):
+            continue  # e.g. the models page: nothing to benchmark
         data = _load(executed / "bench" / f"{pid}.json")
         parts.append(f"## {data['title'] if data else paper.title.split(':')[0]}\n")
         if not data:
