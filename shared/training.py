@@ -10,11 +10,13 @@ training config, data fingerprint, seed, loop version):
 * an interrupted run leaves checkpoints in ``<name>-<key>.partial/`` and the next call with the
   same configuration resumes from the last one, restoring model, optimiser, schedule and random
   state, so the resumed run ends with the same weights as an uninterrupted one;
-* the same configuration and seed give the same weights (on the same machine and thread count).
+* the same configuration and seed give the same weights (on the same machine and thread count):
+  training runs with torch's deterministic algorithms (see :func:`deterministic`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -34,7 +36,8 @@ from acl26 import io, paths
 log = logging.getLogger(__name__)
 
 #: bump when the loop changes in a way that changes the weights it produces
-LOOP_VERSION = 1
+#: (2: deterministic algorithms, which changed how the MoE's expert gradients are summed)
+LOOP_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,25 @@ def _quiet():
     transformers.utils.logging.disable_progress_bar()
 
 
+@contextlib.contextmanager
+def deterministic():
+    """Run the block with ``torch.use_deterministic_algorithms(True)``, then restore the caller's setting.
+
+    On CPU this matters for MoE models: the backward of the expert dispatch (``hidden[token_idx]``)
+    is an ``index_put_`` with accumulation, which torch otherwise runs on several threads with
+    racing float additions, so two runs of the same configuration differ in the last bits and
+    drift apart over training. An op without a deterministic implementation raises instead of
+    running nondeterministically.
+    """
+    enabled = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+
+
 def _build(model_config, seed: int):
     from transformers import AutoModelForCausalLM
 
@@ -163,6 +185,7 @@ class Monitor:
         return {}
 
 
+@deterministic()
 def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, val_blocks: torch.Tensor, *,
           name: str, data_fingerprint: str, progress: bool = True, use_cache: bool = True,
           stop_after: int | None = None, on_step: Callable[[int, float], None] | None = None,

@@ -84,6 +84,23 @@ def test_learns_is_deterministic_and_cached(cache, blocks):
     assert c.from_cache and same_weights(a.model, c.model) and c.log["final"] == a.log["final"]
 
 
+def test_moe_training_is_bit_reproducible(cache):
+    """An MoE large enough that torch parallelises the expert dispatch's backward (index_put_ with
+    accumulate, run with racing float adds on several threads unless deterministic algorithms are
+    on) must still train to the same weights twice."""
+    if torch.get_num_threads() < 2:
+        pytest.skip("needs 2 threads: with one, the racing adds cannot race")
+    g = torch.Generator().manual_seed(2)
+    data = torch.randint(0, V, (64, 65), generator=g)
+    cfg = models.moe_config(V, hidden=128, layers=2, heads=4, kv_heads=2, experts=8, top_k=3,
+                            expert_intermediate=32, max_positions=65)
+    tc = training.TrainConfig(steps=4, batch_size=32, lr=3e-3, eval_every=4, eval_blocks=4, checkpoint_every=4)
+    runs = [training.train(cfg, tc, data[:48], data[48:], name=f"det{i}", data_fingerprint="f", progress=False,
+                           use_cache=False) for i in range(2)]
+    assert same_weights(runs[0].model, runs[1].model), "same config and seed must give the same MoE weights"
+    assert not torch.are_deterministic_algorithms_enabled(), "train() must restore the caller's setting"
+
+
 def test_interrupted_run_resumes_to_the_same_weights(cache, blocks):
     tr, va = blocks
     full = training.train(tiny_moe(), TC, tr, va, name="m-full", data_fingerprint="f", progress=False, use_cache=False)
