@@ -201,13 +201,16 @@ def _edge_tokens(enc, shift: int, head_until: int, tail_from: int, trivial_words
 
 
 class _HardBoundaries:
-    """Token pairs no vocabulary entry can straddle: exact piece boundaries for BPE/Unigram models
-    whose pre-tokenizer does not split (SentencePiece-style LLaMA-2, Mistral, Phi-3).
+    """Token pairs no vocabulary entry can straddle: exact piece boundaries for BPE models whose
+    pre-tokenizer does not split (SentencePiece-style LLaMA-2, Mistral, Phi-3).
 
-    A merge (BPE) or a piece (Unigram) covering the junction of tokens x and y would contain the
-    last symbol of x followed by the first symbol of y; if no vocabulary entry contains that
-    symbol pair, the junction is a boundary of every encoding of every text, so the left and
-    right sides are encoded independently.
+    A merge covering the junction of tokens x and y would contain the last symbol of x followed by
+    the first symbol of y; if no vocabulary entry contains that symbol pair, the junction is a
+    boundary of every encoding of every text, so the left and right sides are encoded
+    independently. Not used for Unigram models: no piece crosses such a junction either, but
+    Viterbi compares float sums that include the score of everything before it, so segmentations
+    of equal score (``▁`` + ``▁▁▁▁▁`` against ``▁▁▁▁▁`` + ``▁``) are decided by rounding that
+    depends on where the encoded string starts; a chunk can then differ from the whole text.
     """
 
     def __init__(self, bk):
@@ -336,14 +339,14 @@ def _piece_mode(bk) -> tuple[bool, "_HardBoundaries | None"]:
     """How PIECE flags are derived: from pre-tokenizer word ids, or from hard vocabulary boundaries.
 
     Returns ``(trivial, hard)``: ``trivial`` is True when the pre-tokenizer does not split (every
-    token has word id 0), and ``hard`` then gives the exact junctions of a BPE or Unigram model.
+    token has word id 0), and ``hard`` then gives the exact junctions of a BPE model (or is None).
     """
     if _pre_tokenizer_splits(bk):
         return False, None
     model = type(bk.model).__name__
-    if model in ("BPE", "Unigram"):
+    if model == "BPE":
         return True, _hard_cache(bk)
-    return True, None  # WordPiece/WordLevel without pre-tokenizer: no provable boundary
+    return True, None  # Unigram, WordPiece, WordLevel without pre-tokenizer: no provable boundary
 
 
 _HARD: dict[int, tuple[Any, _HardBoundaries, int]] = {}
@@ -533,6 +536,9 @@ def encode(tokenizer, text: str, *, add_special_tokens: bool = False, workers: i
     prefix, suffix = affixes
 
     trivial, hard = _piece_mode(bk)
+    if rule == "piece" and trivial and hard is None:
+        stats.reason = "no provable piece boundary: the pre-tokenizer does not split and the model is not BPE"
+        return _sequential(bk, text, add_special_tokens, stats, t0, return_offsets, return_stats)
     bounds, h = chunk_spans(n, chunk_chars, overlap_chars)
     guard = _guard(bk, 2 * h) if rule == "piece" else None
     # a "group" is a run of nominal segments encoded as one chunk; growing fuses neighbours

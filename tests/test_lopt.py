@@ -259,3 +259,20 @@ def test_other_tokenizer_families(kind):
     big = texts.load("moby-dick")[:200_000]
     ids, stats = lopt.encode(tk, big, chunk_chars=8192, overlap_chars=256, return_stats=True)
     assert ids == tk.encode(big, add_special_tokens=False).ids
+
+
+def test_unigram_without_pre_tokenizer_goes_sequential():
+    """Regression: a Unigram model's hard junctions are not exact boundaries (Viterbi breaks ties
+    between equal-score segmentations by float rounding that depends on the prefix), so such a
+    tokenizer must be encoded sequentially. This tokenizer and text once gave a different result."""
+    import json
+    from pathlib import Path
+
+    from tokenizers import Tokenizer
+
+    case = json.loads((Path(__file__).parent / "data" / "unigram_tie.json").read_text(encoding="utf-8"))
+    tk = Tokenizer.from_str(json.dumps(case["tokenizer"]))
+    ids, stats = lopt.encode(tk, case["text"], chunk_chars=case["chunk_chars"], overlap_chars=case["overlap_chars"],
+                             workers=1, return_stats=True)
+    assert ids == tk.encode(case["text"], add_special_tokens=False).ids
+    assert stats.sequential and "no provable piece boundary" in stats.reason
