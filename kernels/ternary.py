@@ -57,6 +57,7 @@ scale group, and multiplies by the scale at the end. On x86 with AVX-512 (or AVX
 is one (two) registers and the lookup for 16 rows is one permute instruction (``vpermps``), emitted
 through a Numba intrinsic; elsewhere the same sums are looked up one by one. Every path adds the same
 float32 numbers in the same order, so all are bit-identical to each other and to the numpy twins.
+One entry point per operation, :func:`gemv` and :func:`gemm`, takes the format by name.
 ``simd="avx2"`` / ``"portable"`` (or ``$ACL26_TERNARY_SIMD``, read at import) picks a lower path;
 ``parallel=False`` runs on one thread.
 """
@@ -73,6 +74,9 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+#: public functions of this module that are not kernels (no jitted core, so no numpy twin)
+NOT_KERNELS = ("layout", "bits_per_weight", "simd_level")
 
 BLOCK_ROWS = 16  # rows per block: 16 float32 lanes of one AVX-512 register
 GEMM_TILE = 4  # activation columns sharing one pass over the codes in GEMM
@@ -599,40 +603,22 @@ def _lut_tile(typingctx, codes, signs, lut, out, b, p0, npairs, c0, level, signe
 # GEMV / GEMM
 
 
-def gemv_sherry(packed: Packed, scale: np.ndarray, x: np.ndarray, *, parallel: bool = True,
-                simd: str | None = None) -> np.ndarray:
-    """``y = scale * (T @ x)`` for a :func:`pack_sherry` matrix ``T`` and float32 ``x`` of shape ``(n_in,)``."""
-    return _matmul("sherry", packed, scale, x, parallel, simd, vector=True)
+def gemv(fmt: str, packed: Packed, scale: np.ndarray, x: np.ndarray, *, parallel: bool = True,
+         simd: str | None = None) -> np.ndarray:
+    """``y = scale * (T @ x)`` for a matrix ``T`` packed in ``fmt`` ("sherry", "tl2" or "i2") and
+    float32 activations ``x`` of shape ``(n_in,)``; ``y`` is float32 ``(n_out,)``.
+
+    ``scale`` has shape ``()``, ``(n_out,)`` or ``(n_out, n_groups)`` (see the module docstring).
+    ``parallel=False`` runs on one thread; ``simd`` picks a lower SIMD path.
+    """
+    return _matmul(fmt, packed, scale, x, parallel, simd, vector=True)
 
 
-def gemm_sherry(packed: Packed, scale: np.ndarray, X: np.ndarray, *, parallel: bool = True,
-                simd: str | None = None) -> np.ndarray:
-    """``Y = (scale * T) @ X.T`` of shape ``(batch, n_out)`` for activations ``X`` of shape ``(batch, n_in)``."""
-    return _matmul("sherry", packed, scale, X, parallel, simd, vector=False)
-
-
-def gemv_tl2(packed: Packed, scale: np.ndarray, x: np.ndarray, *, parallel: bool = True,
-             simd: str | None = None) -> np.ndarray:
-    """As :func:`gemv_sherry`, for a :func:`pack_tl2` matrix."""
-    return _matmul("tl2", packed, scale, x, parallel, simd, vector=True)
-
-
-def gemm_tl2(packed: Packed, scale: np.ndarray, X: np.ndarray, *, parallel: bool = True,
-             simd: str | None = None) -> np.ndarray:
-    """As :func:`gemm_sherry`, for a :func:`pack_tl2` matrix."""
-    return _matmul("tl2", packed, scale, X, parallel, simd, vector=False)
-
-
-def gemv_i2(packed: Packed, scale: np.ndarray, x: np.ndarray, *, parallel: bool = True,
-            simd: str | None = None) -> np.ndarray:
-    """As :func:`gemv_sherry`, for a :func:`pack_i2` matrix."""
-    return _matmul("i2", packed, scale, x, parallel, simd, vector=True)
-
-
-def gemm_i2(packed: Packed, scale: np.ndarray, X: np.ndarray, *, parallel: bool = True,
-            simd: str | None = None) -> np.ndarray:
-    """As :func:`gemm_sherry`, for a :func:`pack_i2` matrix."""
-    return _matmul("i2", packed, scale, X, parallel, simd, vector=False)
+def gemm(fmt: str, packed: Packed, scale: np.ndarray, X: np.ndarray, *, parallel: bool = True,
+         simd: str | None = None) -> np.ndarray:
+    """``Y = (scale * T) @ X.T`` of shape ``(batch, n_out)`` for activations ``X`` of shape
+    ``(batch, n_in)`` and a matrix ``T`` packed in ``fmt``; as :func:`gemv` otherwise."""
+    return _matmul(fmt, packed, scale, X, parallel, simd, vector=False)
 
 
 _ENV_SIMD = os.environ.get("ACL26_TERNARY_SIMD")  # read once, at import
@@ -670,6 +656,7 @@ def _scale_rows(scale, lay: Layout, G: int) -> np.ndarray:
 
 
 def _matmul(fmt, packed, scale, X, parallel, simd, vector):
+    _format(fmt)
     lay = _check_packed(fmt, packed)
     f = FORMATS[fmt]
     level = simd_level(simd)

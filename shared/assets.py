@@ -49,7 +49,6 @@ class Asset:
     sha256: str
     license: str
     paths: tuple[str, ...]
-    used_by: tuple[str, ...] = ()
     description: str = ""
     content_license: str = ""
     python_version: str = ""
@@ -86,7 +85,6 @@ def load_manifest(text: str | None = None) -> dict[str, Asset]:
         extra = {k: v for k, v in entry.items() if k not in known}
         kwargs = {k: v for k, v in entry.items() if k in known}
         kwargs["paths"] = tuple(kwargs["paths"])
-        kwargs["used_by"] = tuple(kwargs.get("used_by", ()))
         manifest[name] = Asset(name=name, extra=extra, **kwargs)
     return manifest
 
@@ -236,7 +234,7 @@ def licenses_table(manifest: dict[str, Asset] | None = None) -> list[dict[str, s
             "sha256": a.sha256,
             "license": a.license,
             "content": a.content_license or a.license,
-            "used by": ", ".join(a.used_by),
+            "used by": "",  # filled by the book from the chapters (acl26.registry.used_by)
             "what": a.description,
         })
     return rows

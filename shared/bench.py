@@ -1,31 +1,24 @@
 """``acl26 bench``: run each chapter's benchmarks and write JSON for the Performance page.
 
-A benchmark prints figures, it does not pass or fail a timed test: each study module's
+A benchmark prints figures, it does not pass or fail a timed test: each chapter's
 ``benchmarks(quick)`` returns rows (medians, same-run ratios) and goals (target, measured, met),
-written atomically to ``book/executed/bench/<paper>.json`` with the machine it ran on.
+written atomically to ``book/executed/bench/<paper>.json`` with the machine it ran on and its
+cache key (:func:`acl26.execution.bench_key`). With ``cached=True`` a chapter whose key matches its
+last file is not run again.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import os
-import platform
 from pathlib import Path
 
-from acl26 import io, paths, registry
+from acl26 import io, machine as _machine, paths, registry
 
 
 def machine() -> dict:
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpus": cpus, "cpu": model, "python": platform.python_version(), "platform": platform.platform()}
+    """CPUs, CPU model, Python and platform (:func:`acl26.machine.describe`)."""
+    return _machine.describe()
 
 
 def default_out() -> Path:
@@ -33,16 +26,38 @@ def default_out() -> Path:
     return (root / paths.BOOK_EXECUTED if root else paths.out_dir()) / "bench"
 
 
-def run(papers: list[str] | None = None, *, quick: bool = False, out_dir: str | os.PathLike | None = None) -> list[Path]:
-    ids = papers or list(registry.PAPERS)
-    mods = [(pid, registry.get(pid).module()) for pid in ids]  # unknown papers fail before any work
+def run(papers: list[str] | None = None, *, quick: bool = False, out_dir: str | os.PathLike | None = None,
+        cached: bool = False, force: list[str] | bool = (), statuses: dict | None = None) -> list[Path]:
+    """Run the benchmarks of ``papers`` (default: all with benchmarks); returns the files written or kept.
+
+    ``cached``: keep a file whose key is unchanged (``force``: True, or the ids to run anyway).
+    ``statuses``, if given, receives ``{paper: "executed" | "cached"}``.
+    """
+    from acl26 import execution
+
+    chapters = registry.ordered(papers)  # unknown papers fail before any work
+    forced = {c.id for c in chapters} if force is True else {registry.get(f).id for f in (force or ())}
     out = Path(out_dir) if out_dir else default_out()
     written = []
-    for pid, mod in mods:
-        if not hasattr(mod, "benchmarks"):
+    for ch in chapters:
+        if ch.benchmarks is None:
             continue
+        key = execution.bench_key(ch, quick)
+        target = out / f"{ch.id}.json"
+        if cached and ch.id not in forced and target.is_file():
+            try:
+                if io.read_json(target).get("key") == key:
+                    written.append(target)
+                    if statuses is not None:
+                        statuses[ch.id] = "cached"
+                    continue
+            except (OSError, ValueError):
+                pass
         started = _dt.datetime.now(_dt.timezone.utc)
-        result = mod.benchmarks(quick=quick)
-        result.update(paper=pid, quick=quick, machine=machine(), started=started.isoformat(timespec="seconds"))
-        written.append(io.write_json(out / f"{pid}.json", result))
+        result = ch.benchmarks(quick=quick)
+        result.update(paper=ch.id, quick=quick, machine=machine(), started=started.isoformat(timespec="seconds"),
+                      key=key)
+        written.append(io.write_json(target, result))
+        if statuses is not None:
+            statuses[ch.id] = "executed"
     return written

@@ -1,7 +1,8 @@
 """Build the book: run every registered notebook, benchmark, generate the summary pages, render.
 
-``acl26 book`` = fetch assets -> :func:`acl26.runner.run` for every paper (profile ``book``) ->
-:func:`acl26.bench.run` -> :func:`generate` (tables for the intro, claims ledger, performance,
+``acl26 book`` = fetch assets -> :func:`acl26.runner.run_all` (every chapter, profile ``book``,
+support pages first; a notebook whose cache key is unchanged is not executed again) ->
+:func:`acl26.bench.run` (likewise cached) -> :func:`generate` (tables for the intro, claims ledger, performance,
 assets and environment pages, written to ``book/_generated/``) -> vendor MathJax into
 ``book/_static/mathjax`` -> ``jupyter-book build . --toc book/_toc.yml -W -n --keep-going``.
 
@@ -12,7 +13,6 @@ number in the book comes from a run.
 from __future__ import annotations
 
 import datetime as _dt
-import importlib.metadata as md
 import json
 import os
 import shutil
@@ -21,11 +21,12 @@ import sys
 import time
 from pathlib import Path
 
-from acl26 import assets, bench, claims, io, paths, registry
+from acl26 import assets, bench, claims, execution, io, paths, registry
 from acl26.runner import RunError
 
-PACKAGES = ("torch", "transformers", "tokenizers", "datasets", "numba", "numpy", "pandas", "seaborn",
-            "matplotlib", "papermill", "jupyter-book", "nbmake", "gguf", "safetensors", "acl26-repro")
+PACKAGES = execution.PACKAGES
+#: assets the book itself uses (not a chapter), and those only the tests use
+BOOK_ASSETS = {"mathjax": "book", "actionlint": "tests"}
 
 
 class BookError(RunError):
@@ -66,7 +67,7 @@ def _load(path: Path):
 
 def _results(executed: Path, profile: str) -> dict[str, dict]:
     out = {}
-    for pid in registry.PAPERS:
+    for pid in registry.CHAPTERS:
         data = _load(claims.result_path(pid, profile, executed / "results"))
         if data:
             out[pid] = data
@@ -84,23 +85,26 @@ def _verdicts(result: dict) -> str:
 
 def generate(executed: Path, generated: Path, profile: str = "book") -> list[Path]:
     """Write the generated fragments the book pages include; returns the files written."""
+    from acl26.papers import PLANNED
+
     results = _results(executed, profile)
-    runs = {pid: _load(executed / "runs" / f"{pid}.json") for pid in registry.PAPERS}
+    runs = {pid: _load(executed / "runs" / f"{pid}.json") for pid in registry.CHAPTERS}
+    build = _load(executed / "build.json") or {}
     written = []
 
     # intro: one row per chapter
     rows = []
-    for pid, paper in registry.PAPERS.items():
+    for pid, paper in registry.CHAPTERS.items():
         res = results.get(pid)
         run = runs.get(pid) or {}
         rows.append({
-            "chapter": f"[{paper.title.split(':')[0]}]({'executed/' + pid}.ipynb)",
+            "chapter": f"[{paper.short_title}]({'executed/' + pid}.ipynb)",
             "paper": f"arXiv {paper.arxiv}" if paper.arxiv else "(shared page)",
             "profile": run.get("profile", "—"),
             "claims": _verdicts(res) if res else "not run",
             "run time": f"{run['wall_s']:.0f} s" if run.get("wall_s") else "—",
         })
-    planned = [name for pid, name in registry.PLANNED.items() if pid not in registry.PAPERS]
+    planned = [f"{title} (arXiv {arxiv})" for pid, title, arxiv in PLANNED if pid not in registry.CHAPTERS]
     text = table(rows)
     if planned:
         text += "\nChapters still to come (no placeholder pages): " + "; ".join(planned) + ".\n"
@@ -108,9 +112,9 @@ def generate(executed: Path, generated: Path, profile: str = "book") -> list[Pat
 
     # claims ledger
     parts = []
-    for pid, paper in registry.PAPERS.items():
+    for pid, paper in registry.CHAPTERS.items():
         res = results.get(pid)
-        parts.append(f"## {paper.title.split(':')[0]}\n")
+        parts.append(f"## {paper.short_title}\n")
         if not res:
             parts.append(f"*Not run with the `{profile}` profile yet (`acl26 run {pid}`).*\n")
             continue
@@ -123,11 +127,11 @@ def generate(executed: Path, generated: Path, profile: str = "book") -> list[Pat
 
     # performance
     parts = []
-    for pid, paper in registry.PAPERS.items():
-        if not hasattr(paper.module(), "benchmarks"):
+    for pid, paper in registry.CHAPTERS.items():
+        if paper.benchmarks is None:
             continue  # e.g. the models page: nothing to benchmark
         data = _load(executed / "bench" / f"{pid}.json")
-        parts.append(f"## {data['title'] if data else paper.title.split(':')[0]}\n")
+        parts.append(f"## {data['title'] if data else paper.short_title}\n")
         if not data:
             parts.append(f"*No benchmark run yet (`acl26 bench {pid}`).*\n")
             continue
@@ -145,27 +149,34 @@ def generate(executed: Path, generated: Path, profile: str = "book") -> list[Pat
     # assets and licences
     rows = assets.licenses_table()
     for r in rows:
+        users = registry.used_by(r["asset"]) + ([BOOK_ASSETS[r["asset"]]] if r["asset"] in BOOK_ASSETS else [])
+        r["used by"] = ", ".join(users) or "—"
         r["sha256"] = f"`{r['sha256'][:16]}…`"
     written.append(io.write_text(generated / "assets.md", table(rows, ["asset", "registry", "package", "license", "content",
                                                                        "used by", "what", "sha256"])))
 
     # environment: execution table + versions
     rows = []
-    for pid in registry.PAPERS:
+    status_words = {"executed": "executed by this build", "cached": "taken from the cache (inputs unchanged)"}
+    for pid in registry.CHAPTERS:
         run = runs.get(pid)
+        how = (build.get("notebooks") or {}).get(pid)
         rows.append({"notebook": f"notebooks/{pid}.ipynb", "profile": run["profile"] if run else "—",
-                     "finished (UTC)": run["finished"] if run else "not run",
+                     "executed at (UTC)": run["finished"] if run else "not run",
                      "wall time": f"{run['wall_s']:.0f} s" if run else "—",
-                     "status": "ok" if run else "—"})
-    versions = []
-    for name in PACKAGES:
-        try:
-            versions.append({"package": name, "version": md.version(name)})
-        except md.PackageNotFoundError:
-            versions.append({"package": name, "version": "not installed"})
+                     "this build": status_words.get(how, "—" if not run else "not part of this build")})
+    bench_rows = []
+    for pid, paper in registry.CHAPTERS.items():
+        if paper.benchmarks is None:
+            continue
+        data = _load(executed / "bench" / f"{pid}.json")
+        how = (build.get("benchmarks") or {}).get(pid)
+        bench_rows.append({"benchmarks": pid, "run at (UTC)": data["started"] if data else "not run",
+                           "this build": status_words.get(how, "—" if not data else "not part of this build")})
+    versions = [{"package": k, "version": v} for k, v in execution.package_versions().items()]
     m = bench.machine()
-    env_text = ("## Executed notebooks\n\n" + table(rows) + "\n## Machine\n\n" + table([m]) +
-                "\n## Packages\n\n" + table(versions))
+    env_text = ("## Executed notebooks\n\n" + table(rows) + "\n## Benchmarks\n\n" + table(bench_rows)
+                + "\n## Machine\n\n" + table([m]) + "\n## Packages\n\n" + table(versions))
     written.append(io.write_text(generated / "environment.md", env_text))
     return written
 
@@ -191,25 +202,41 @@ def build(root: Path) -> Path:
 
 
 def main(profile: str = "book", *, do_run: bool = True, do_bench: bool = True, do_build: bool = True,
-         papers: list[str] | None = None) -> Path | None:
+         papers: list[str] | None = None, force: list[str] | bool = ()) -> Path | None:
+    """Fetch, run (cached), benchmark (cached), generate and build; see the module docstring.
+
+    ``force``: True re-runs every notebook and benchmark; a list re-runs those chapters'.
+    """
     from acl26 import runner
 
     root = paths.repo_root()
     if root is None:
         raise BookError("run `acl26 book` from the acl26-repro checkout")
-    ids = papers or list(registry.PAPERS)
-    for pid in ids:
-        registry.get(pid).spec.resolve(profile)  # unknown paper / profile: fail before any work
+    chapters = registry.ordered(papers)
+    for c in chapters:
+        c.spec.resolve(profile)  # unknown paper / profile: fail before any work
+    if force not in (True, False) and force:
+        for f in force:
+            registry.get(f)
+    ids = [c.id for c in chapters]
     executed = root / paths.BOOK_EXECUTED
     t0 = time.perf_counter()
     assets.fetch()
+    build_state = {"notebooks": {}, "benchmarks": {}, "started": _dt.datetime.now(_dt.timezone.utc)
+                   .isoformat(timespec="seconds")}
+
+    def report(res):
+        build_state["notebooks"][res.paper] = res.status
+        what = f"executed in {res.wall_s:.0f} s" if res.status == "executed" else f"unchanged, from the cache (executed {res.finished})"
+        print(f"[acl26] {res.paper}: {what}", flush=True)
+
     if do_run:
-        for pid in ids:
-            res = runner.run(pid, profile, root=root, out_dir=executed)
-            print(f"[acl26] {pid}: executed in {res.wall_s:.0f} s", flush=True)
+        runner.run_all(ids, profile, out_dir=executed, root=root, force=force, on_result=report)
     if do_bench:
-        for file in bench.run(ids, out_dir=executed / "bench"):
-            print(f"[acl26] benchmark: {file}", flush=True)
+        for file in bench.run(ids, out_dir=executed / "bench", cached=True, force=force,
+                              statuses=build_state["benchmarks"]):
+            print(f"[acl26] benchmark {file.stem}: {build_state['benchmarks'].get(file.stem)}", flush=True)
+    io.write_json(executed / "build.json", build_state)
     generate(executed, root / "book" / "_generated", profile)
     vendor_mathjax(root / "book" / "_static")
     if not do_build:

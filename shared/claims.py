@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from acl26 import io, paths
+from acl26 import io, machine, paths
 
 HOLDS, FAILS, UNTESTED = "yes", "no", "not tested"
 
@@ -144,7 +144,7 @@ class Ledger:
             "started": _dt.datetime.fromtimestamp(self.started, _dt.timezone.utc).isoformat(timespec="seconds"),
             "wall_s": round(time.time() - self.started, 1),
             "machine": {"python": platform.python_version(), "platform": platform.platform(),
-                        "cpus": _cpus()},
+                        "cpus": machine.cpu_count()},
         }
         return io.write_json(result_path(self.paper, self.profile), payload)
 
@@ -152,12 +152,6 @@ class Ledger:
 def result_path(paper: str, profile: str, root: Path | None = None) -> Path:
     base = root if root is not None else paths.results_dir()
     return Path(base) / f"{paper}-{profile}.json"
-
-
-def _cpus() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def _fmt(value: Any) -> str:

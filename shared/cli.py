@@ -1,4 +1,4 @@
-"""The ``acl26`` command line: list, fetch, run, bench, book.
+"""The ``acl26`` command line: list, fetch, run, bench, book, sync.
 
 Every error the user can cause (unknown paper, unknown parameter, bad value, unreachable registry,
 corrupted asset) ends the command with one line ``acl26: error: ...`` and exit status 2, and leaves
@@ -19,9 +19,12 @@ from acl26 import __version__
 def _cmd_list(args) -> None:
     from acl26 import registry
 
-    for paper in registry.PAPERS.values():
+    from acl26.papers import PLANNED
+
+    for paper in registry.CHAPTERS.values():
         spec = paper.spec
-        print(f"{paper.id}: {paper.title} (arXiv {paper.arxiv}, {paper.venue})")
+        where = f"arXiv {paper.arxiv}, {paper.venue}" if paper.kind == "paper" else "support page, runs first"
+        print(f"{paper.id}: {paper.title} ({where})")
         print(f"  notebook: {paper.notebook}   profiles: {', '.join(spec.profiles)}")
         for p in spec.params:
             book = spec.profiles["book"][p.name]
@@ -29,7 +32,7 @@ def _cmd_list(args) -> None:
                                if p.name in spec.profiles[prof])
             extra = f"  [{others}]" if others else ""
             print(f"    {p.name} ({p.type.__name__}) = {book!r}{extra}\n        {p.help}")
-    planned = [k for k in registry.PLANNED if k not in registry.PAPERS]
+    planned = [pid for pid, _, _ in PLANNED if pid not in registry.CHAPTERS]
     if planned:
         print(f"not built yet: {', '.join(planned)}")
 
@@ -39,8 +42,7 @@ def _cmd_fetch(args) -> None:
 
     names = list(args.names)
     if args.paper:
-        registry.get(args.paper)
-        names += [n for n, a in assets.load_manifest().items() if args.paper in a.used_by]
+        names += list(registry.get(args.paper).assets)
     got = assets.fetch(names or None, force=args.force)
     for name, folder in got.items():
         print(f"{name}: {folder}")
@@ -66,8 +68,21 @@ def _cmd_bench(args) -> None:
 def _cmd_book(args) -> None:
     from acl26 import book
 
+    force = () if args.force is None else (True if not args.force else args.force)
     book.main(profile=args.profile, do_run=not args.skip_run, do_bench=not args.skip_bench,
-              do_build=not args.skip_build, papers=args.papers or None)
+              do_build=not args.skip_build, papers=args.papers or None, force=force)
+
+
+def _cmd_sync(args) -> None:
+    from acl26 import sync
+
+    stale = sync.sync(check=args.check)
+    if args.check:
+        if stale:
+            raise sync.SyncError("stale (run `acl26 sync`): " + ", ".join(str(p) for p in stale))
+        print("in step: every notebook's parameters cell and book/_toc.yml")
+    else:
+        print("\n".join(f"wrote {p}" for p in stale) or "nothing to write: already in step")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -105,7 +120,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-run", action="store_true", help="reuse the executed notebooks")
     p.add_argument("--skip-bench", action="store_true", help="reuse the benchmark JSON")
     p.add_argument("--skip-build", action="store_true", help="do not run jupyter-book")
+    p.add_argument("--force", nargs="*", metavar="PAPER", default=None,
+                   help="execute notebooks and benchmarks again although their inputs are unchanged "
+                        "(all, or the papers named)")
     p.set_defaults(func=_cmd_book)
+
+    p = sub.add_parser("sync", help="write every notebook's parameters cell and book/_toc.yml from the registry")
+    p.add_argument("--check", action="store_true", help="write nothing; fail if anything is stale")
+    p.set_defaults(func=_cmd_sync)
     return parser
 
 
@@ -125,10 +147,11 @@ def main(argv: list[str] | None = None) -> int:
     from acl26.assets import AssetError
     from acl26.params import ParamError
     from acl26.runner import RunError
+    from acl26.sync import SyncError
 
     try:
         args.func(args)
-    except (ParamError, AssetError, RunError, KeyError, FileNotFoundError) as exc:
+    except (ParamError, AssetError, RunError, SyncError, KeyError, FileNotFoundError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         print(f"acl26: error: {msg}", file=sys.stderr)
         return 2

@@ -16,7 +16,7 @@
   its numerically stable product form), Vote@k (majority vote over extracted answers; ties go
   to the answer seen first), Token #N (:func:`length_stats`) and Think #R (:func:`think_rate`,
   the fraction of responses containing ``</think>``). :func:`reasoning_metrics` computes all
-  of them from the raw responses; answers are extracted with :func:`acl26.data.extract_answer`.
+  of them from the raw responses; answers are extracted with :func:`acl26.problems.extract_answer`.
 * ROUGE-L for MTA, through Google's ``rouge-score`` package (not re-implemented), following the
   Super-NaturalInstructions ``compute_metrics`` that MiniLLM / DistiLLM reuse: Porter stemming,
   the best F-measure over the references of each example, mean over examples, times 100.
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from acl26 import data
+from acl26 import checks, problems
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig
@@ -61,8 +61,7 @@ class Perplexity:
 
     def bits_per_byte(self, n_bytes: int) -> float:
         """Summed NLL in bits over ``n_bytes`` UTF-8 bytes of the scored text (tokenizer-independent)."""
-        if isinstance(n_bytes, bool) or not isinstance(n_bytes, int) or n_bytes < 1:
-            raise ValueError(f"n_bytes must be an int >= 1, got {n_bytes!r}")
+        checks.integer("n_bytes", n_bytes, 1)
         return self.nll_sum / math.log(2) / n_bytes
 
 
@@ -113,10 +112,8 @@ def perplexity(model, ids: Sequence[int] | np.ndarray | Any, *, context_length: 
     seq = torch.as_tensor(np.asarray(ids) if not isinstance(ids, torch.Tensor) else ids)
     if seq.ndim != 1 or seq.dtype.is_floating_point or seq.dtype == torch.bool:
         raise ValueError("ids must be a 1-D sequence of integer token ids")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
-    if isinstance(context_length, bool) or not isinstance(context_length, int) or context_length < 2:
-        raise ValueError(f"context_length must be an int >= 2, got {context_length!r}")
+    checks.integer("batch_size", batch_size, 1)
+    checks.integer("context_length", context_length, 2)
     stride = context_length // 2 if stride is None else stride
     windows = sliding_windows(int(seq.numel()), context_length, stride)
     vocab = model.get_input_embeddings().num_embeddings
@@ -199,8 +196,7 @@ def generation_config(*, max_new_tokens: int, temperature: float = 0.0, top_p: f
     """
     from transformers import GenerationConfig
 
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
+    checks.integer("max_new_tokens", max_new_tokens, 1)
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not math.isfinite(temperature) \
             or temperature < 0:
         raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
@@ -240,8 +236,7 @@ def generate(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int, t
             or not all(isinstance(p, str) for p in prompts):
         raise ValueError("prompts must be a non-empty sequence of strings")
     for name, v, lo in (("n", n, 1), ("batch_size", batch_size, 1), ("seed", seed, 0)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-            raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
+        checks.integer(name, v, lo)
     if temperature == 0 and n > 1:
         raise ValueError("n > 1 with temperature == 0 would repeat the same greedy response; use n=1")
     if chat and getattr(tokenizer, "chat_template", None) is None:
@@ -387,7 +382,7 @@ def majority_vote(answers: Sequence[str | None]) -> str | None:
 def vote_at_k(answers: Sequence[Sequence[str | None]], golds: Sequence[str], k: int | None = None) -> float:
     """Vote@k: the fraction of problems whose majority answer over the first ``k`` samples is right.
 
-    ``answers`` are already extracted (see :func:`acl26.data.extract_answer`; None for no answer)
+    ``answers`` are already extracted (see :func:`acl26.problems.extract_answer`; None for no answer)
     and compared with ``normalize_answer(gold)``. Tie-breaking: :func:`majority_vote`.
     """
     if len(answers) != len(golds) or not golds:
@@ -396,7 +391,7 @@ def vote_at_k(answers: Sequence[Sequence[str | None]], golds: Sequence[str], k: 
     k = min(len(a) for a in answers) if k is None else k
     if isinstance(k, bool) or not isinstance(k, int) or k < 1 or any(len(a) < k for a in answers):
         raise ValueError(f"k must be an int in [1, fewest samples per problem], got {k!r}")
-    hits = [majority_vote(list(a)[:k]) == data.normalize_answer(g) for a, g in zip(answers, golds)]
+    hits = [majority_vote(list(a)[:k]) == problems.normalize_answer(g) for a, g in zip(answers, golds)]
     return float(np.mean(hits))
 
 
@@ -433,8 +428,8 @@ def reasoning_metrics(texts: Sequence[Sequence[str]], golds: Sequence[str], *, k
     """
     if len(texts) != len(golds) or not golds:
         raise ValueError(f"texts and golds must be non-empty and of equal length, got {len(texts)} and {len(golds)}")
-    answers = [[data.extract_answer(t, require_closed_think=require_closed_think) for t in row] for row in texts]
-    gold = [data.normalize_answer(g) for g in golds]
+    answers = [[problems.extract_answer(t, require_closed_think=require_closed_think) for t in row] for row in texts]
+    gold = [problems.normalize_answer(g) for g in golds]
     correct = [[a is not None and a == g for a in row] for row, g in zip(answers, gold)]
     k = min(len(r) for r in correct) if k is None else k
     out = {"problems": len(golds), "k": k, "mean@k": mean_at_k(correct, k), "pass@k": pass_at_k_mean(correct, k),

@@ -28,7 +28,8 @@ SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_DIR = "smollm2-135m-instruct-q4_1-dequantised"
 
 
-def _quiet_transformers():
+def quiet_transformers():
+    """transformers' own logging at error level and its progress bars off (the package's one such helper)."""
     import transformers
 
     transformers.logging.set_verbosity_error()
@@ -40,7 +41,7 @@ def smollm2_folder() -> Path:
     target = paths.cache_dir() / "models" / SMOLLM2_DIR
     if (target / "config.json").is_file() and any(target.glob("*.safetensors")):
         return target
-    _quiet_transformers()
+    quiet_transformers()
     from transformers import AutoModelForCausalLM
 
     from acl26 import tokenization
@@ -67,7 +68,7 @@ def smollm2(dtype: torch.dtype = torch.float32):
 
 def load_local(folder: str | os.PathLike, dtype: torch.dtype = torch.float32):
     """Any local Hugging Face causal-LM folder as ``(model, tokenizer)`` (eval mode)."""
-    _quiet_transformers()
+    quiet_transformers()
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder = Path(folder)

@@ -131,22 +131,24 @@ class ParamSpec:
         return self.resolve(profile, overrides)
 
     def notebook_cell(self) -> str:
-        """The canonical text of the notebook's ``parameters`` cell."""
+        """The canonical text of the notebook's ``parameters`` cell (written by ``acl26 sync``).
+
+        It names every parameter with its help text, which ``papermill --help-notebook`` shows, and
+        no profile values: those live in the spec alone, so changing a profile changes no notebook.
+        """
         lines = [
             "from typing import Optional",
             "",
             "# Parameters (papermill). `profile` picks a set of values from acl26; any parameter left at",
-            "# None takes the profile's value. `acl26 list` shows every profile.",
-            f'profile: str = "book"  # smoke | book | paper',
+            "# None takes the profile's value. `acl26 list` shows every profile's values.",
+            'profile: str = "book"  # smoke | book | paper',
         ]
-        book = self.profiles["book"]
         for p in self.params:
-            lines.append(f"{p.name}: {p.annotation} = None  # {p.help} (book: {_show(book[p.name])})")
+            lines.append(f"{p.name}: {p.annotation} = None  # {_help(p.help)}")
         return "\n".join(lines)
 
 
-def _show(value: Any) -> str:
-    text = repr(value)
+def _help(text: str) -> str:
     return text.replace("=", ":")  # papermill's cell parser dislikes '=' in help comments
 
 

@@ -10,7 +10,8 @@ def setup() -> None:
 
     import pandas as pd
 
-    pd.set_option("display.max_colwidth", None)  # tables show whole cells (claims, notes), not "62...."
+    pd.set_option("display.max_colwidth", None)
+    pd.set_option("display.precision", 3)  # tables show whole cells (claims, notes), not "62...."
     sns.set_theme(context="notebook", style="whitegrid", palette="colorblind")
     mpl.rcParams.update({"figure.dpi": 110, "savefig.dpi": 110, "figure.figsize": (7.5, 4.2),
                          "axes.titleweight": "bold", "figure.autolayout": True})

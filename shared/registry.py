@@ -1,75 +1,60 @@
-"""The papers the book reproduces, one entry each (mergekit-style registry).
+"""The chapters of the book, built from the ``CHAPTER`` object of every ``acl26.papers.<id>``.
 
-A paper is registered once its chapter exists: a notebook in ``notebooks/``, a study module in
-``acl26`` holding its parameter spec (``SPEC``), claims (``CLAIMS``) and benchmarks
-(``benchmarks()``, optional), and a TOC entry for its executed notebook. Support pages that the
-chapters build on (the shared models) are registered the same way with ``kind="support"`` and run
-first. The five papers of the book and where each stands are listed in :data:`PLANNED`; only
-:data:`PAPERS` are built.
+:data:`CHAPTERS` lists the support pages first (the shared models), then the papers, each kind in
+its chapters' ``order``; the runner and ``acl26 book`` execute them in that order. Papers of the
+book that have no chapter yet are listed in :data:`acl26.papers.PLANNED`.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
-from pathlib import Path
+import pkgutil
+
+from acl26.chapter import KINDS, Chapter
+
+def _discover() -> dict[str, Chapter]:
+    import acl26.papers as pkg
+
+    found = []
+    for info in pkgutil.iter_modules(pkg.__path__):
+        if not info.ispkg:
+            continue
+        mod = importlib.import_module(f"acl26.papers.{info.name}")
+        chapter = getattr(mod, "CHAPTER", None)
+        if not isinstance(chapter, Chapter):
+            raise TypeError(f"acl26.papers.{info.name} must define CHAPTER = acl26.chapter.Chapter(...)")
+        if chapter.id != info.name:
+            raise ValueError(f"acl26.papers.{info.name}: CHAPTER.id is {chapter.id!r}, not the folder name")
+        found.append(chapter)
+    found.sort(key=lambda c: (KINDS.index(c.kind), c.order, c.id))
+    return {c.id: c for c in found}
 
 
-@dataclass(frozen=True)
-class Paper:
-    id: str
-    title: str
-    arxiv: str
-    venue: str
-    study: str  # module with SPEC, CLAIMS and benchmarks()
-    #: "paper" for a reproduced paper; "support" for a shared page the chapters build on (models)
-    kind: str = "paper"
-
-    @property
-    def notebook(self) -> Path:
-        """The notebook, relative to the repository root."""
-        return Path("notebooks") / f"{self.id}.ipynb"
-
-    @property
-    def toc_file(self) -> str:
-        """The TOC entry of the executed notebook (relative to the book root, no suffix)."""
-        return f"book/executed/{self.id}"
-
-    def module(self):
-        return importlib.import_module(self.study)
-
-    @property
-    def spec(self):
-        return self.module().SPEC
-
-    @property
-    def claims(self):
-        return self.module().CLAIMS
+CHAPTERS: dict[str, Chapter] = _discover()
+#: the old name, kept for readers of earlier notes
+PAPERS = CHAPTERS
 
 
-PAPERS: dict[str, Paper] = {
-    p.id: p
-    for p in [
-        Paper("models", "Shared models: SmolLM2 offline and small LMs trained here", "", "",
-              "acl26.models_study", kind="support"),
-        Paper("sherry", "Sherry: Hardware-Efficient 1.25-Bit Ternary Quantization via Fine-grained Sparsification",
-              "2601.07892", "ACL 2026 long 513", "acl26.sherry_study"),
-        Paper("lopt", "LoPT: Lossless Parallel Tokenization Acceleration for Long Context Inference",
-              "2511.04952", "ACL 2026 long 1529", "acl26.lopt_study"),
-    ]
-}
-
-#: all five papers of the book, in book order; chapters not yet built are not in PAPERS
-PLANNED = {
-    "model-interpolation": "Revisiting Model Interpolation for Efficient Reasoning (arXiv 2510.10977)",
-    "alloc-moe": "Alloc-MoE: Budget-Aware Expert Activation Allocation for Efficient MoE Inference (arXiv 2604.08133)",
-    "mta": "MTA: Multi-Granular Trajectory Alignment for LLM Distillation (arXiv 2605.01374)",
-    "sherry": "Sherry: Hardware-Efficient 1.25-Bit Ternary Quantization via Fine-grained Sparsification (arXiv 2601.07892)",
-    "lopt": "LoPT: Lossless Parallel Tokenization Acceleration for Long Context Inference (arXiv 2511.04952)",
-}
+def canonical(chapter_id: str) -> str:
+    """``chapter_id`` with dashes read as underscores (``alloc-moe`` -> ``alloc_moe``)."""
+    return chapter_id.replace("-", "_")
 
 
-def get(paper_id: str) -> Paper:
-    if paper_id not in PAPERS:
-        raise KeyError(f"unknown paper {paper_id!r}; known: {', '.join(PAPERS)}")
-    return PAPERS[paper_id]
+def get(chapter_id: str) -> Chapter:
+    cid = canonical(chapter_id)
+    if cid not in CHAPTERS:
+        raise KeyError(f"unknown paper {chapter_id!r}; known: {', '.join(CHAPTERS)}")
+    return CHAPTERS[cid]
+
+
+def ordered(ids: list[str] | None = None) -> list[Chapter]:
+    """The chapters ``ids`` (default: all) in run order: support pages before papers."""
+    if ids is None:
+        return list(CHAPTERS.values())
+    wanted = {get(i).id for i in ids}
+    return [c for c in CHAPTERS.values() if c.id in wanted]
+
+
+def used_by(asset: str) -> list[str]:
+    """The chapters that declare ``asset``."""
+    return [c.id for c in CHAPTERS.values() if asset in c.assets]

@@ -6,6 +6,10 @@ notebook's outputs (results JSON) directed there too (``ACL26_OUT``). Only when 
 succeeds are the executed notebook and its results moved into the output folder (by default the
 book's ``book/executed``). A failed run leaves the output folder untouched; the failed notebook
 is kept under ``$ACL26_CACHE/failed`` for inspection and its path is in the error.
+
+:func:`run_all` runs several chapters in the registry's order, support pages (the shared models)
+before the papers that build on them, whatever order they were asked for in, and skips a chapter
+whose cache key (:func:`acl26.execution.notebook_key`) matches its last execution's.
 """
 
 from __future__ import annotations
@@ -35,11 +39,16 @@ class RunResult:
     results: list[Path]
     wall_s: float
     params: dict[str, Any]
+    #: "executed" in this call, or "cached": the last execution's outputs, whose key still matches
+    status: str = "executed"
+    key: str = ""
+    finished: str = ""
 
 
 def resolve(paper_id: str, profile: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """Validate and resolve the parameters without running anything (raises ParamError)."""
-    return registry.get(paper_id).spec.resolve(profile, overrides)
+    chapter = registry.get(paper_id)
+    return chapter.spec.resolve(profile, overrides)
 
 
 @contextlib.contextmanager
@@ -58,9 +67,10 @@ def _env(**values: str):
 
 def run(paper_id: str, profile: str = "book", overrides: dict[str, Any] | None = None, *,
         out_dir: str | os.PathLike | None = None, root: str | os.PathLike | None = None,
-        progress: bool = True, kernel_name: str | None = None) -> RunResult:
-    """Execute one paper's notebook; see the module docstring."""
+        progress: bool = True, kernel_name: str | None = None, key: str = "") -> RunResult:
+    """Execute one paper's notebook; see the module docstring. ``key`` is stored with the run."""
     paper = registry.get(paper_id)
+    paper_id = paper.id
     params = resolve(paper_id, profile, overrides)
     root = Path(root) if root is not None else paths.repo_root()
     if root is None:
@@ -79,8 +89,7 @@ def run(paper_id: str, profile: str = "book", overrides: dict[str, Any] | None =
     target = staging / f"{paper_id}.ipynb"
     started = time.perf_counter()
     try:
-        with _env(ACL26_OUT=str(staging), ACL26_PROFILE=profile, PYTHONWARNINGS="ignore",
-                  HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1"):
+        with _env(ACL26_OUT=str(staging), ACL26_PROFILE=profile, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1"):
             pm.execute_notebook(str(source), str(target), parameters=injected, progress_bar=progress,
                                 cwd=str(source.parent), kernel_name=kernel_name, log_output=False)
     except BaseException as exc:  # includes KeyboardInterrupt: never leave a half-written result
@@ -106,14 +115,60 @@ def run(paper_id: str, profile: str = "book", overrides: dict[str, Any] | None =
             results.append(dest)
         final = out / f"{paper_id}.ipynb"
         os.replace(target, final)
+        finished = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         io.write_json(out / "runs" / f"{paper_id}.json", {
             "paper": paper_id, "profile": profile, "params": params, "wall_s": round(wall, 1),
-            "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "results": [p.name for p in results],
+            "finished": finished, "results": [p.name for p in results], "key": key,
         })
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return RunResult(paper_id, profile, final, results, wall, params)
+    return RunResult(paper_id, profile, final, results, wall, params, "executed", key, finished)
+
+
+def cached(paper_id: str, profile: str, out_dir: str | os.PathLike, key: str) -> RunResult | None:
+    """The last execution in ``out_dir`` if its key is ``key`` and its outputs are all there, else None."""
+    out = Path(out_dir)
+    record = out / "runs" / f"{paper_id}.json"
+    try:
+        run = io.read_json(record)
+    except (OSError, ValueError):
+        return None
+    nb = out / f"{paper_id}.ipynb"
+    files = [out / "results" / name for name in run.get("results", [])]
+    if (not key or run.get("key") != key or run.get("profile") != profile or not nb.is_file()
+            or not all(f.is_file() for f in files)):
+        return None
+    return RunResult(paper_id, profile, nb, files, run.get("wall_s", 0.0), run.get("params", {}), "cached", key,
+                     run.get("finished", ""))
+
+
+def run_all(ids: list[str] | None = None, profile: str = "book", *, out_dir: str | os.PathLike | None = None,
+            root: str | os.PathLike | None = None, force: list[str] | bool = (), progress: bool = True,
+            on_result=None) -> list[RunResult]:
+    """Run chapters ``ids`` (default: all) in the registry's order (support pages first); skip those
+    whose key is unchanged unless ``force`` (True: all; a list: those ids). ``on_result(res)`` is
+    called after each chapter."""
+    from acl26 import execution
+
+    root = Path(root) if root is not None else paths.repo_root()
+    if root is None:
+        raise RunError("run this from the acl26-repro checkout (its notebooks/ folder is needed)")
+    out = Path(out_dir) if out_dir is not None else root / paths.BOOK_EXECUTED
+    chapters = registry.ordered(ids)
+    forced = {c.id for c in chapters} if force is True else {registry.get(f).id for f in (force or ())}
+    for c in chapters:
+        c.spec.resolve(profile)  # a bad profile fails before any work
+    results = []
+    for c in chapters:
+        params = c.spec.resolve(profile)
+        key = execution.notebook_key(c, params, root)
+        res = None if c.id in forced else cached(c.id, profile, out, key)
+        if res is None:
+            res = run(c.id, profile, root=root, out_dir=out, progress=progress, key=key)
+        results.append(res)
+        if on_result is not None:
+            on_result(res)
+    return results
 
 
 def _keep_failed(target: Path, paper_id: str, profile: str) -> Path | None:

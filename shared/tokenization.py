@@ -1,4 +1,4 @@
-"""Real tokenizers, loaded offline from the registry assets (used by the LoPT chapter and its tests).
+"""Real tokenizers, loaded offline from the registry assets, and the one accessor of their Rust backend.
 
 Every loader returns a ``transformers`` fast tokenizer. Conversions that take seconds (GGUF files
 are converted by ``transformers``) are cached as ``tokenizer.json`` under ``$ACL26_CACHE/tokenizers``
@@ -152,6 +152,35 @@ REGISTRY: dict[str, TokenizerInfo] = {
 
 #: the tokenizers the LoPT chapter covers by default (the issue's list); the others are extra coverage
 MAIN = ("llama3", "qwen3", "llama2", "gpt2", "smollm2", "mistral")
+
+
+def backend(tokenizer):
+    """The ``tokenizers.Tokenizer`` behind ``tokenizer``: the package's one backend accessor.
+
+    Accepts a ``tokenizers.Tokenizer`` (returned as is), a ``tokenizers.implementations`` wrapper
+    (``ByteLevelBPETokenizer``, ``SentencePieceBPETokenizer``, ...), and a ``transformers`` fast
+    tokenizer, whose ``backend_tokenizer`` may itself be such a wrapper (a
+    ``PreTrainedTokenizerFast(tokenizer_object=ByteLevelBPETokenizer(...))``). Raises TypeError
+    for anything else (a slow, Python-only tokenizer has no Rust backend).
+    """
+    from tokenizers import Tokenizer
+    from tokenizers.implementations import BaseTokenizer
+
+    obj = tokenizer
+    for _ in range(3):
+        if isinstance(obj, Tokenizer):
+            return obj
+        if isinstance(obj, BaseTokenizer):
+            obj = obj._tokenizer
+            continue
+        bk = getattr(obj, "backend_tokenizer", None)
+        if bk is None or bk is obj:
+            break
+        obj = bk
+    raise TypeError(
+        "tokenizer must be a transformers fast tokenizer, a tokenizers.Tokenizer or a tokenizers.implementations "
+        f"tokenizer, got {type(tokenizer).__name__}"
+    )
 
 
 @functools.lru_cache(maxsize=None)

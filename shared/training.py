@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from acl26 import io, paths
+from acl26 import io, models, paths
 
 log = logging.getLogger(__name__)
 
@@ -111,13 +111,6 @@ def _folders(name: str, key: str) -> tuple[Path, Path]:
     return root / f"{name}-{key[:12]}", root / f"{name}-{key[:12]}.partial"
 
 
-def _quiet():
-    import transformers
-
-    transformers.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-
-
 @contextlib.contextmanager
 def deterministic():
     """Run the block with ``torch.use_deterministic_algorithms(True)``, then restore the caller's setting.
@@ -140,7 +133,7 @@ def deterministic():
 def _build(model_config, seed: int):
     from transformers import AutoModelForCausalLM
 
-    _quiet()
+    models.quiet_transformers()
     torch.manual_seed(seed)
     return AutoModelForCausalLM.from_config(model_config)
 
@@ -211,7 +204,7 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
     if use_cache and (final / "train_log.json").is_file():
         from transformers import AutoModelForCausalLM
 
-        _quiet()
+        models.quiet_transformers()
         model = AutoModelForCausalLM.from_pretrained(final)
         if prepare is not None:
             model = prepare(model)

@@ -11,6 +11,17 @@ SPEC = ParamSpec(
 CLAIMS = [C.Claim("positive", "the value is positive", "> 0", "nowhere", C.at_least(1))]
 
 
+def record_claims(ledger, results):
+    ledger.record("positive", results["value"])
+
+
+def chapter():
+    from acl26.chapter import Chapter
+
+    return Chapter(id="fake", title="Fake: a test paper", arxiv="0000.00000", venue="none", spec=SPEC,
+                   claims=tuple(CLAIMS), record_claims=record_claims, order=99)
+
+
 def notebook(spec=SPEC) -> dict:
     import nbformat as nbf
 
@@ -24,7 +35,7 @@ def notebook(spec=SPEC) -> dict:
             "import fakepaper\nfrom acl26 import claims\n"
             "P = fakepaper.SPEC.from_namespace(globals())\n"
             "ledger = claims.Ledger('fake', P['profile'], fakepaper.CLAIMS, params=P)\n"
-            "ledger.record('positive', P['value'])\nledger.save()"),
+            "fakepaper.record_claims(ledger, {'value': P['value']})\nledger.save()"),
         nbf.v4.new_code_cell("if P['fail']:\n    raise RuntimeError('boom after saving')"),
     ]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}

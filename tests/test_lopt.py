@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acl26 import lopt, texts, tokenization
+from acl26 import texts, tokenization
+from acl26.papers import lopt
 
 pytestmark = pytest.mark.assets
 

@@ -1,4 +1,4 @@
-"""Every registered paper has its notebook, TOC entry, parameters and claims, in step with acl26."""
+"""Every chapter has its notebook, TOC entry, parameters and claims, in step with acl26 (acl26 sync)."""
 
 import json
 import re
@@ -21,18 +21,22 @@ def _toc_files():
     return files
 
 
-@pytest.mark.parametrize("pid", list(registry.PAPERS))
-def test_paper_has_notebook_toc_entry_parameters_and_claims(pid):
+@pytest.mark.parametrize("pid", list(registry.CHAPTERS))
+def test_chapter_has_notebook_toc_entry_parameters_and_claims(pid):
     paper = registry.get(pid)
     nb_path = ROOT / paper.notebook
     assert nb_path.is_file()
     assert paper.toc_file in _toc_files()
-    assert pid in registry.PLANNED or paper.kind == "support"
     nb = json.loads(nb_path.read_text())
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
     assert code[0]["metadata"].get("tags") == ["parameters"], "the first code cell must be tagged parameters"
-    assert "".join(code[0]["source"]) == paper.spec.notebook_cell(), "parameters cell out of step with the spec"
+    assert "".join(code[0]["source"]) == paper.spec.notebook_cell(), "parameters cell out of step (acl26 sync)"
     assert paper.spec.names and paper.claims
+    opening = "".join(code[1]["source"])
+    assert f'notebook.setup("{pid}", globals())' in opening and "hide-input" in code[1]["metadata"].get("tags", [])
+    assert "filterwarnings(\"ignore\")" not in "".join("".join(c["source"]) for c in code)
+    claims_cells = [c for c in code if "record_claims(ledger" in "".join(c["source"])]
+    assert len(claims_cells) == 1, "one cell decides the claims, through CHAPTER.record_claims"
     assert nb["cells"][0]["cell_type"] == "markdown" and "".join(nb["cells"][0]["source"]).startswith("# ")
     assert any("## Deviations" in "".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
 
@@ -45,9 +49,76 @@ def test_notebooks_are_committed_without_outputs():
                 assert not cell.get("outputs") and cell.get("execution_count") is None, path.name
 
 
-def test_toc_chapters_are_exactly_the_registered_papers():
+def test_sync_check_passes():
+    """`acl26 sync --check`: every parameters cell and book/_toc.yml are what the registry writes."""
+    from acl26 import cli
+
+    assert cli.main(["sync", "--check"]) == 0
+
+
+def test_changing_a_profile_value_changes_no_notebook():
+    import copy
+
+    from acl26 import sync
+
+    chapter = registry.get("lopt")
+    spec = copy.deepcopy(chapter.spec)
+    spec.profiles["book"]["trials"] += 1
+    assert spec.notebook_cell() == chapter.spec.notebook_cell()
+    assert "(book:" not in chapter.spec.notebook_cell()
+    assert sync.toc_text() == (ROOT / "book" / "_toc.yml").read_text()
+
+
+def test_sync_writes_a_stale_parameters_cell_and_check_reports_it(tmp_path):
+    import shutil
+
+    from acl26 import sync
+
+    for sub in ("notebooks", "book"):
+        shutil.copytree(ROOT / sub, tmp_path / sub, ignore=shutil.ignore_patterns("executed", "_generated", "_static"))
+    nb_path = tmp_path / "notebooks" / "lopt.ipynb"
+    nb = json.loads(nb_path.read_text())
+    first = next(c for c in nb["cells"] if c["cell_type"] == "code")
+    first["source"] = ["trials: Optional[int] = 3  # hand-edited"]
+    nb_path.write_text(json.dumps(nb, indent=1))
+    assert sync.sync(tmp_path, check=True) == [nb_path]
+    assert sync.sync(tmp_path) == [nb_path]
+    assert sync.sync(tmp_path, check=True) == []
+    assert "".join(next(c for c in json.loads(nb_path.read_text())["cells"] if c["cell_type"] == "code")["source"]) \
+        == registry.get("lopt").spec.notebook_cell()
+
+
+def test_support_pages_come_first_and_ids_match_folders():
+    kinds = [c.kind for c in registry.CHAPTERS.values()]
+    assert kinds == sorted(kinds, key=["support", "paper"].index)
+    assert [c.id for c in registry.ordered(["lopt", "models"])] == ["models", "lopt"]
+    assert registry.get("alloc-moe" if "alloc_moe" in registry.CHAPTERS else "lopt")
+    from acl26.papers import PLANNED
+
+    assert not {pid for pid, _, _ in PLANNED} & set(registry.CHAPTERS)
+
+
+def test_no_per_paper_module_at_the_top_of_shared():
+    from acl26.papers import PLANNED
+
+    # papers (the support page "models" shares its name with the shared utility acl26.models)
+    ids = {c.id for c in registry.CHAPTERS.values() if c.kind == "paper"} | {pid for pid, _, _ in PLANNED}
+    ids |= {i.split("_")[0] for i in ids}  # alloc_moe -> alloc, model_interpolation -> model
+    top = {p.stem for p in (ROOT / "shared").glob("*.py")}
+    assert not {t for t in top for i in ids if t == i or t.startswith(i + "_") and t != "model"}, top
+
+
+def test_every_chapter_subpackage_is_packaged():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    listed = set(project["tool"]["setuptools"]["packages"])
+    found = {"acl26." + ".".join(p.parent.relative_to(ROOT / "shared").parts)
+             for p in (ROOT / "shared").rglob("__init__.py") if p.parent != ROOT / "shared"}
+    assert found <= listed, found - listed
+
+
+def test_toc_chapters_are_exactly_the_registered_chapters():
     chapters = [f for f in _toc_files() if f.startswith("book/executed/")]
-    assert chapters == [registry.get(p).toc_file for p in registry.PAPERS]
+    assert chapters == [registry.get(p).toc_file for p in registry.CHAPTERS]
     for f in _toc_files():
         if not f.startswith("book/executed/"):
             assert (ROOT / f"{f}.md").is_file(), f
@@ -56,7 +127,7 @@ def test_toc_chapters_are_exactly_the_registered_papers():
 def test_papermill_sees_every_parameter_with_help():
     import papermill as pm
 
-    for pid, paper in registry.PAPERS.items():
+    for pid, paper in registry.CHAPTERS.items():
         seen = pm.inspect_notebook(str(ROOT / paper.notebook))
         assert set(seen) == {"profile", *paper.spec.names}
         assert all(seen[n]["help"] for n in paper.spec.names)
@@ -98,7 +169,8 @@ def test_regular_wheel_carries_both_packages_and_the_manifest(tmp_path):
                            str(ROOT), "-w", str(tmp_path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     names = zipfile.ZipFile(next(tmp_path.glob("acl26_repro-*.whl"))).namelist()
-    for needed in ["acl26/__init__.py", "acl26/assets.toml", "acl26/lopt.py", "acl26/kernels/__init__.py",
+    for needed in ["acl26/__init__.py", "acl26/assets.toml", "acl26/papers/lopt/method.py",
+                   "acl26/papers/sherry/qat.py", "acl26/papers/models/study.py", "acl26/kernels/__init__.py",
                    "acl26/kernels/tokmerge.py"]:
         assert needed in names
     assert not any(n.startswith(("kernels/", "shared/", "tests/")) for n in names)

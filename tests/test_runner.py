@@ -17,8 +17,7 @@ def fake_repo(tmp_path, monkeypatch):
     root = tmp_path / "repo"
     (root / "notebooks").mkdir(parents=True)
     nbformat.write(nbformat.from_dict(fakepaper.notebook()), root / "notebooks" / "fake.ipynb")
-    monkeypatch.setitem(registry.PAPERS, "fake", registry.Paper("fake", "Fake: a test paper", "0000.00000", "none",
-                                                                "fakepaper"))
+    monkeypatch.setitem(registry.CHAPTERS, "fake", fakepaper.chapter())
     tests_dir = str(Path(fakepaper.__file__).parent)
     monkeypatch.setenv("PYTHONPATH", tests_dir)
     monkeypatch.setenv("ACL26_CACHE", str(tmp_path / "cache"))
@@ -56,3 +55,36 @@ def test_bad_parameters_fail_before_anything_is_written(fake_repo, tmp_path):
 def test_unknown_paper():
     with pytest.raises(KeyError, match="unknown paper 'nope'"):
         runner.run("nope")
+
+
+def test_run_all_executes_once_then_takes_the_cache_until_an_input_changes(fake_repo, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    first = runner.run_all(["fake"], "smoke", out_dir=out, root=fake_repo, progress=False)
+    assert [r.status for r in first] == ["executed"] and first[0].key
+    again = runner.run_all(["fake"], "smoke", out_dir=out, root=fake_repo, progress=False)
+    assert [r.status for r in again] == ["cached"] and again[0].key == first[0].key
+    assert runner.run_all(["fake"], "smoke", out_dir=out, root=fake_repo, progress=False, force=True)[0].status == "executed"
+    # the notebook's source is part of the key
+    nb = fake_repo / "notebooks" / "fake.ipynb"
+    nb.write_text(nb.read_text().replace("Fake paper", "Fake paper, edited"))
+    edited = runner.run_all(["fake"], "smoke", out_dir=out, root=fake_repo, progress=False)[0]
+    assert edited.status == "executed" and edited.key != first[0].key
+    # so are the resolved parameters, and a missing output means running again
+    from acl26 import execution
+
+    chapter = registry.get("fake")
+    assert execution.notebook_key(chapter, {"value": 1}, fake_repo) != execution.notebook_key(chapter, {"value": 2}, fake_repo)
+    (out / "fake.ipynb").unlink()
+    assert runner.run_all(["fake"], "smoke", out_dir=out, root=fake_repo, progress=False)[0].status == "executed"
+
+
+def test_run_all_runs_support_pages_first(monkeypatch, fake_repo, tmp_path):
+    seen = []
+    monkeypatch.setattr(runner, "run", lambda pid, *a, **k: seen.append(pid) or runner.RunResult(
+        pid, "smoke", tmp_path / f"{pid}.ipynb", [], 0.0, {}, "executed", k.get("key", "")))
+    monkeypatch.setattr(runner, "cached", lambda *a, **k: None)
+    for pid in ("lopt", "models"):
+        nb = fake_repo / "notebooks" / f"{pid}.ipynb"
+        nb.write_text("{}")
+    runner.run_all(["lopt", "models"], "smoke", out_dir=tmp_path / "o", root=fake_repo)
+    assert seen == ["models", "lopt"]

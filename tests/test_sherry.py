@@ -7,7 +7,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acl26 import models, sherry, training
+from acl26 import models, training
+from acl26.papers import sherry
 from acl26.kernels import ternary
 
 

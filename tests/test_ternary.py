@@ -1,4 +1,4 @@
-"""acl26.kernels.ternary against its plain-numpy twins (tests/naive_ternary.py), bit-exact, on ragged shapes."""
+"""acl26.kernels.ternary against its plain-numpy twins (tests/naive/ternary.py), bit-exact, on ragged shapes."""
 
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from acl26.kernels import ternary as tn
 
-import naive_ternary as naive
+from naive import ternary as naive
 
 FMTS = ["sherry", "tl2", "i2"]
 LEVELS = [name for name, level in tn.SIMD_LEVELS.items() if level <= tn.HOST_SIMD_LEVEL]
@@ -22,11 +22,11 @@ def _unpack(fmt, packed, shape=None):
 
 
 def _gemv(fmt, *args, **kw):
-    return getattr(tn, f"gemv_{fmt}")(*args, **kw)
+    return tn.gemv(fmt, *args, **kw)
 
 
 def _gemm(fmt, *args, **kw):
-    return getattr(tn, f"gemm_{fmt}")(*args, **kw)
+    return tn.gemm(fmt, *args, **kw)
 
 
 def _ternary(fmt, rng, rows, cols):
@@ -116,13 +116,14 @@ def test_absmean_rounds_half_to_even():
 def test_pack_matches_twin_and_round_trips(case):
     fmt, T, _ = case
     packed = _pack(fmt, T)
-    codes, signs = naive.pack(fmt, T)
+    codes, signs = {"sherry": naive.pack_sherry, "tl2": naive.pack_tl2, "i2": naive.pack_i2}[fmt](T)
     assert np.array_equal(packed.codes, codes)
     assert np.array_equal(packed.signs, signs)
     assert packed.shape == T.shape
     U = _unpack(fmt, packed, T.shape)
     assert U.dtype == np.int8 and np.array_equal(U, T)
-    assert np.array_equal(naive.unpack(fmt, packed.codes, packed.signs, T.shape), T)
+    twin = {"sherry": naive.unpack_sherry, "tl2": naive.unpack_tl2, "i2": naive.unpack_i2}[fmt]
+    assert np.array_equal(twin(packed.codes, packed.signs, T.shape), T)
 
 
 @pytest.mark.parametrize("fmt", FMTS)
@@ -212,7 +213,7 @@ def test_gemv_matches_twin_bit_exact(case, kind, simd, parallel):
     scale = _scale(fmt, rng, *T.shape, kind)
     y = _gemv(fmt, _pack(fmt, T), scale, x, simd=simd, parallel=parallel)
     assert y.dtype == np.float32 and y.shape == (T.shape[0],)
-    assert np.array_equal(y, naive.gemm(fmt, T, scale, x)[0])
+    assert np.array_equal(y, naive.gemv(fmt, T, scale, x))
 
 
 @given(matrix(), st.integers(1, 5), st.sampled_from(["row", "group"]), st.sampled_from(LEVELS), st.booleans())
@@ -242,7 +243,7 @@ def test_every_simd_level_gives_the_same_bits():
     T = _ternary("sherry", rng, 67, 4 * 37)
     packed = tn.pack_sherry(T)
     X = rng.standard_normal((6, T.shape[1])).astype(np.float32)
-    outs = [tn.gemm_sherry(packed, np.float32(1), X, simd=level) for level in LEVELS]
+    outs = [tn.gemm("sherry", packed, np.float32(1), X, simd=level) for level in LEVELS]
     assert all(np.array_equal(outs[0], o) for o in outs[1:])
 
 
@@ -251,21 +252,21 @@ def test_matmul_rejects_bad_arguments():
     packed = tn.pack_sherry(T)
     x = np.ones(8, np.float32)
     with pytest.raises(ValueError, match=r"x must have shape \(8,\)"):
-        tn.gemv_sherry(packed, np.float32(1), np.ones(4, np.float32))
+        tn.gemv("sherry", packed, np.float32(1), np.ones(4, np.float32))
     with pytest.raises(ValueError, match=r"X must have shape \(batch, 8\)"):
-        tn.gemm_sherry(packed, np.float32(1), x)
+        tn.gemm("sherry", packed, np.float32(1), x)
     with pytest.raises(ValueError, match="x must be float"):
-        tn.gemv_sherry(packed, np.float32(1), np.ones(8, np.int32))
+        tn.gemv("sherry", packed, np.float32(1), np.ones(8, np.int32))
     with pytest.raises(ValueError, match="scale must have shape"):
-        tn.gemv_sherry(packed, np.ones(4, np.float32), x)
+        tn.gemv("sherry", packed, np.ones(4, np.float32), x)
     with pytest.raises(ValueError, match="whole pairs"):
-        tn.gemv_sherry(packed, np.ones((3, 2), np.float32), x)
+        tn.gemv("sherry", packed, np.ones((3, 2), np.float32), x)
     with pytest.raises(ValueError, match="scale must be float"):
-        tn.gemv_sherry(packed, np.ones(3, np.int64), x)
+        tn.gemv("sherry", packed, np.ones(3, np.int64), x)
     with pytest.raises(ValueError, match="format 'sherry'"):
-        tn.gemv_tl2(packed, np.float32(1), x)
+        tn.gemv("tl2", packed, np.float32(1), x)
     with pytest.raises(ValueError, match="simd must be one of"):
-        tn.gemv_sherry(packed, np.float32(1), x, simd="neon")
+        tn.gemv("sherry", packed, np.float32(1), x, simd="neon")
 
 
 # --------------------------------------------------------------------------------------------
@@ -328,9 +329,9 @@ def test_absmean_rejects_bad_inputs():
 
 @pytest.mark.slow
 def test_quick_benchmark_reports_rows_and_goals():
-    from acl26 import ternary_bench
+    from acl26.papers.sherry import kernel_bench
 
-    data = ternary_bench.benchmarks(quick=True)
+    data = kernel_bench.benchmarks(quick=True)
     assert {"title", "rows", "goals", "note"} <= set(data)
     assert all(r["median_s"] > 0 for r in data["rows"])
     assert all({"goal", "target", "measured", "met"} <= set(g) for g in data["goals"])

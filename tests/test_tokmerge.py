@@ -1,4 +1,4 @@
-"""acl26.kernels.tokmerge against its plain-numpy twin (tests/naive.py), bit-exact, on ragged inputs."""
+"""acl26.kernels.tokmerge against its plain-numpy twin (tests/naive/tokmerge.py), bit-exact, on ragged inputs."""
 
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from acl26.kernels import tokmerge
 
-import naive
+from naive import tokmerge as naive
 
 
 def _stream(draw, n, start0, vocab, dup_p):

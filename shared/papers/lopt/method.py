@@ -1,4 +1,4 @@
-"""LoPT: Lossless Parallel Tokenization (ACL 2026, arXiv 2511.04952) -- the method and its baselines.
+"""LoPT: Lossless Parallel Tokenization (ACL 2026, arXiv 2511.04952) -- the method.
 
 :func:`encode` is a drop-in for ``tokenizer.encode(text, add_special_tokens=...)`` on long texts:
 it splits the text into overlapping chunks, encodes them in parallel, and stitches the chunk
@@ -7,8 +7,7 @@ sequential encoding: where the chunks never agree on a cut it grows the chunks (
 length at that boundary) and finally falls back to sequential encoding; both are counted in the
 returned :class:`Stats`.
 
-The baselines (:func:`encode_naive`, :func:`encode_overlap_ids`, :func:`encode_delimiter`) are
-implemented as the paper describes them, to measure what they get wrong.
+The baselines it is compared with are in :mod:`acl26.papers.lopt.baselines`.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from acl26 import checks, machine, tokenization
 from acl26.kernels import tokmerge
 
 DEFAULT_CHUNK_CHARS = 32_768
@@ -72,19 +72,7 @@ class Stats:
 # tokenizer plumbing
 
 
-def backend(tokenizer):
-    """The ``tokenizers.Tokenizer`` behind ``tokenizer`` (a transformers fast tokenizer or itself)."""
-    from tokenizers import Tokenizer
-
-    if isinstance(tokenizer, Tokenizer):
-        return tokenizer
-    bk = getattr(tokenizer, "backend_tokenizer", None)
-    if isinstance(bk, Tokenizer):
-        return bk
-    raise TypeError(
-        "tokenizer must be a transformers fast tokenizer or a tokenizers.Tokenizer, "
-        f"got {type(tokenizer).__name__}"
-    )
+backend = tokenization.backend  # the one tokenizer-backend accessor of the package
 
 
 def _prepare(tokenizer):
@@ -96,7 +84,7 @@ def _prepare(tokenizer):
     sequential result depends on the whole length, so it is encoded sequentially (``note``).
     """
     bk = backend(tokenizer)
-    if bk is tokenizer:
+    if not _is_transformers(tokenizer):  # a tokenizers.Tokenizer or a tokenizers.implementations wrapper
         note = ""
         if bk.truncation is not None or bk.padding is not None:
             note = "truncation or padding configured on the tokenizer"
@@ -113,11 +101,14 @@ def _prepare(tokenizer):
 
 def sequential_ids(tokenizer, text: str, add_special_tokens: bool = False) -> list[int]:
     """The reference: what ``tokenizer.encode(text, add_special_tokens=...)`` returns."""
-    from tokenizers import Tokenizer
-
-    if isinstance(tokenizer, Tokenizer):
+    if not _is_transformers(tokenizer):
         return tokenizer.encode(text, add_special_tokens=add_special_tokens).ids
     return tokenizer.encode(text, add_special_tokens=add_special_tokens)
+
+
+def _is_transformers(tokenizer) -> bool:
+    """A transformers tokenizer (its ``encode`` returns ids), not a ``tokenizers`` object (an Encoding)."""
+    return hasattr(tokenizer, "backend_tokenizer")
 
 
 def _special_affixes(bk, add_special_tokens: bool) -> tuple[list[int], list[int]] | None:
@@ -447,7 +438,8 @@ POOLS = _Pools()
 
 
 def default_workers() -> int:
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+    """The CPUs this process may use (:func:`acl26.machine.cpu_count`)."""
+    return machine.cpu_count()
 
 
 # --------------------------------------------------------------------------------------------
@@ -471,8 +463,7 @@ def validate_settings(chunk_chars: int, overlap_chars: int, min_run: int = 2, ma
     """Raise ``ValueError`` naming the first bad setting."""
     for name, value in (("chunk_chars", chunk_chars), ("overlap_chars", overlap_chars), ("min_run", min_run),
                         ("max_retries", max_retries)):
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
-            raise ValueError(f"{name} must be an integer, got {value!r}")
+        checks.integer(name, value)
     if overlap_chars < 2:
         raise ValueError(f"overlap_chars must be >= 2, got {overlap_chars}")
     if chunk_chars <= overlap_chars:
@@ -678,93 +669,3 @@ def _pack(ids, offsets, stats, return_offsets, return_stats):
     if return_stats:
         out.append(stats)
     return tuple(out)
-
-
-# --------------------------------------------------------------------------------------------
-# baselines (for measuring what they get wrong; none of them is lossless in general)
-
-
-def _encode_texts(bk, texts: list[str]) -> list[list[int]]:
-    return [e.ids for e in bk.encode_batch(texts, add_special_tokens=False)]
-
-
-def encode_naive(tokenizer, text: str, *, chunk_chars: int = DEFAULT_CHUNK_CHARS) -> list[int]:
-    """Split at every ``chunk_chars`` characters with no overlap; concatenate the chunk encodings."""
-    bk, _ = _prepare(tokenizer)
-    cuts = list(range(0, len(text), chunk_chars)) + [len(text)]
-    ids: list[int] = []
-    for part in _encode_texts(bk, [text[a:b] for a, b in zip(cuts, cuts[1:])]):
-        ids.extend(part)
-    return ids
-
-
-def encode_overlap_ids(tokenizer, text: str, *, chunk_chars: int = DEFAULT_CHUNK_CHARS,
-                       overlap_chars: int = DEFAULT_OVERLAP_CHARS, min_run: int = 2) -> list[int]:
-    """Overlapping chunks stitched at the longest common run of *ids* (the sglang approach).
-
-    It uses the same chunks and the same overlap windows as :func:`encode` (so it is given the
-    right tokens to compare), but matches ids only: positions are erased before calling the same
-    kernel, which then finds the longest common run of ids and cuts at its end. Without an id run
-    it cuts both chunks at the nominal boundary.
-    """
-    bk, _ = _prepare(tokenizer)
-    n = len(text)
-    if n < 2 * chunk_chars:
-        return bk.encode(text, add_special_tokens=False).ids
-    trivial, hard = _piece_mode(bk)
-    bounds, h = chunk_spans(n, chunk_chars, overlap_chars)
-    jobs = []
-    for g in range(len(bounds) - 1):
-        s, e = max(0, bounds[g] - h), min(n, bounds[g + 1] + h)
-        head_until = bounds[g] + h if g > 0 else s
-        tail_from = bounds[g + 1] - h if g + 1 < len(bounds) - 1 else e
-        jobs.append((s, e, head_until, tail_from))
-    encs = _run_jobs(bk, text, jobs, default_workers(), "threads", trivial, hard, False)
-    ids: list[int] = []
-    begin = 0
-    for g, enc in enumerate(encs):
-        if g + 1 < len(encs):
-            tail, head = enc.tail.copy(), encs[g + 1].head.copy()
-            for arr in (tail, head):
-                arr[:, 0] = 0
-                arr[:, 1] = 0
-            cut = tokmerge.find_cut(tail, head, center=0, min_run=min_run, rule="paper")
-            if cut.found:
-                stop, nxt = len(enc.ids) - len(enc.tail) + cut.ia, cut.ib
-            else:  # no common id run: cut both at the nominal boundary
-                b = bounds[g + 1]
-                stop = len(enc.ids) - len(enc.tail) + int(np.searchsorted(enc.tail[:, 0], b))
-                nxt = int(np.searchsorted(encs[g + 1].head[:, 0], b))
-        else:
-            stop, nxt = len(enc.ids), 0
-        ids.extend(enc.ids[begin:stop])
-        begin = nxt
-    return ids
-
-
-_DELIMITERS = ("\n\n", "\n", ". ", " ")
-
-
-def encode_delimiter(tokenizer, text: str, *, chunk_chars: int = DEFAULT_CHUNK_CHARS) -> list[int]:
-    """Split near every ``chunk_chars`` at the last delimiter before it (a blank line, a newline,
-    a sentence end, a space -- in that order of preference, within half a chunk), the delimiter
-    starting the next chunk; encode the pieces independently and concatenate (the vLLM approach).
-    """
-    bk, _ = _prepare(tokenizer)
-    n = len(text)
-    cuts = [0]
-    for b in range(chunk_chars, n, chunk_chars):
-        lo = max(cuts[-1] + 1, b - chunk_chars // 2)
-        at = b
-        for delim in _DELIMITERS:
-            k = text.rfind(delim, lo, b)
-            if k > cuts[-1]:
-                at = k + (1 if delim == ". " else 0)
-                break
-        if at > cuts[-1]:
-            cuts.append(at)
-    cuts.append(n)
-    ids: list[int] = []
-    for part in _encode_texts(bk, [text[a:b] for a, b in zip(cuts, cuts[1:]) if b > a]):
-        ids.extend(part)
-    return ids

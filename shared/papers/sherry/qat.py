@@ -196,7 +196,7 @@ class QATMonitor(training.Monitor):
 
 
 class PackedLinear(nn.Module):
-    """A 3:4 ternary layer stored packed (1.25 bits/weight) and run with ``gemm_sherry``."""
+    """A 3:4 ternary layer stored packed (1.25 bits/weight) and run with ``gemm("sherry", ...)``."""
 
     def __init__(self, t: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None):
         super().__init__()
@@ -212,7 +212,7 @@ class PackedLinear(nn.Module):
 
         lead = x.shape[:-1]
         xs = np.ascontiguousarray(x.detach().reshape(-1, self.in_features).float().numpy())
-        y = torch.from_numpy(ternary.gemm_sherry(self.packed, self.scale, xs)).reshape(*lead, self.out_features)
+        y = torch.from_numpy(ternary.gemm("sherry", self.packed, self.scale, xs)).reshape(*lead, self.out_features)
         if self.bias is not None:
             y = y + self.bias
         return y.to(x.dtype)

@@ -2,51 +2,28 @@
 
 ``benchmarks()`` times, at a 4096 x 4096 layer with float32 activations on (at most) 2 threads, the
 lookup-table GEMV of the three packed formats -- Sherry 1.25-bit, TL2-like 1.67-bit, I2_S-like
-2-bit -- against numpy's float32 GEMV, interleaved in one loop so that every ratio compares runs
-made under the same machine load; then batched GEMM (prefill), packing and unpacking. It returns
+2-bit -- against numpy's float32 GEMV, interleaved in rounds whose order rotates every round, so that every ratio compares runs made under the same
+machine load; then batched GEMM (prefill), packing and unpacking. It returns
 the JSON the book's Performance page reads: rows (medians, same-run ratios) and goals (target,
 measured, met). Nothing is asserted: a goal that is not met is reported as such.
 """
 
 from __future__ import annotations
 
-import statistics
 import time
-from typing import Callable
 
 import numba
 import numpy as np
 
+from acl26 import timing
 from acl26.kernels import ternary as tn
 
 FORMATS = ("sherry", "tl2", "i2")
 
 
-def _median(xs: list[float]) -> float:
-    return statistics.median(xs) if xs else float("nan")
-
-
-def _interleaved(cands: dict[str, Callable[[], object]], rounds: int, calls: int = 5,
-                 warm_s: float = 0.003) -> dict[str, float]:
-    """Median seconds per call of each candidate; every round runs every candidate in turn.
-
-    Within a round a candidate first runs untimed for ``warm_s`` (at least once), then ``calls``
-    times timed, back to back: thread pools that fell asleep while the other candidates ran
-    (numba's workqueue threads and OpenBLAS's do, and an idle virtual CPU is slow to wake) are
-    running again, as they are in a decode loop where one layer's GEMV follows another's.
-    """
-    times: dict[str, list[float]] = {k: [] for k in cands}
-    for _ in range(rounds):
-        for k, f in cands.items():
-            t_end = time.perf_counter() + warm_s
-            f()
-            while time.perf_counter() < t_end:
-                f()
-            for _ in range(calls):
-                t0 = time.perf_counter()
-                f()
-                times[k].append(time.perf_counter() - t0)
-    return {k: _median(v) for k, v in times.items()}
+def _interleaved(cands, rounds: int) -> dict[str, float]:
+    """Median seconds per call of each candidate over :func:`acl26.timing.interleaved` rounds (order rotated)."""
+    return {k: timing.median(v) for k, v in timing.interleaved(cands, rounds).items()}
 
 
 def _setup(n_out: int, n_in: int, seed: int = 0):
@@ -64,7 +41,11 @@ def benchmarks(quick: bool = False) -> dict:
     n = 1024 if quick else 4096
     rounds, pack_repeats, batch = (5, 2, 8) if quick else (60, 7, 8)
     threads = min(2, numba.config.NUMBA_NUM_THREADS)
-    numba.set_num_threads(threads)
+    with timing.threads(threads):  # numba and torch on 2 threads here, the caller's counts restored after
+        return _benchmarks(n, rounds, pack_repeats, batch, threads, quick)
+
+
+def _benchmarks(n: int, rounds: int, pack_repeats: int, batch: int, threads: int, quick: bool) -> dict:
     rng, W, T34, packed, scale = _setup(n, n)
     x = rng.standard_normal(n, dtype=np.float32)
     X = rng.standard_normal((batch, n), dtype=np.float32)
@@ -72,16 +53,16 @@ def benchmarks(quick: bool = False) -> dict:
 
     gemv = {"numpy fp32": lambda: W @ x}
     for fmt in FORMATS:
-        gemv[fmt] = (lambda f=fmt: getattr(tn, f"gemv_{f}")(packed[f], scale[f], x))
-    gemv["sherry, portable (no SIMD)"] = lambda: tn.gemv_sherry(packed["sherry"], scale["sherry"], x, simd="portable")
+        gemv[fmt] = (lambda f=fmt: tn.gemv(f, packed[f], scale[f], x))
+    gemv["sherry, portable (no SIMD)"] = lambda: tn.gemv("sherry", packed["sherry"], scale["sherry"], x, simd="portable")
     t_gemv = _interleaved(gemv, rounds)
     # 2 threads vs 1, without numpy in the rounds: OpenBLAS's threads spin on after each call and
     # take the second core from numba's, which would charge the BLAS pool to the parallel kernel
     threads_cands = {f"sherry, {threads} threads": gemv["sherry"],
-                     "sherry, serial": lambda: tn.gemv_sherry(packed["sherry"], scale["sherry"], x, parallel=False)}
+                     "sherry, serial": lambda: tn.gemv("sherry", packed["sherry"], scale["sherry"], x, parallel=False)}
     t_threads = _interleaved(threads_cands, rounds)
 
-    gemm = {"numpy fp32": lambda: X @ W.T, "sherry": lambda: tn.gemm_sherry(packed["sherry"], scale["sherry"], X)}
+    gemm = {"numpy fp32": lambda: X @ W.T, "sherry": lambda: tn.gemm("sherry", packed["sherry"], scale["sherry"], X)}
     t_gemm = _interleaved(gemm, max(3, rounds // 3))
 
     t_pack, t_unpack = [], []
@@ -92,7 +73,7 @@ def benchmarks(quick: bool = False) -> dict:
         t0 = time.perf_counter()
         tn.unpack_sherry(p)
         t_unpack.append(time.perf_counter() - t0)
-    mw_pack, mw_unpack = n * n / _median(t_pack) / 1e6, n * n / _median(t_unpack) / 1e6
+    mw_pack, mw_unpack = n * n / timing.median(t_pack) / 1e6, n * n / timing.median(t_unpack) / 1e6
 
     base = t_gemv["numpy fp32"]
     level = [k for k, v in tn.SIMD_LEVELS.items() if v == tn.simd_level()][0]
@@ -103,12 +84,13 @@ def benchmarks(quick: bool = False) -> dict:
              for k, v in t_threads.items()]
     rows += [dict(benchmark=f"GEMM {k}, batch {batch}", shape=shape, median_s=v, ratio=t_gemm["numpy fp32"] / v)
              for k, v in t_gemm.items()]
-    rows += [dict(benchmark="pack_sherry", shape=shape, median_s=_median(t_pack), ratio=None, mweights_per_s=mw_pack),
-             dict(benchmark="unpack_sherry", shape=shape, median_s=_median(t_unpack), ratio=None,
+    rows += [dict(benchmark="pack_sherry", shape=shape, median_s=timing.median(t_pack), ratio=None, mweights_per_s=mw_pack),
+             dict(benchmark="unpack_sherry", shape=shape, median_s=timing.median(t_unpack), ratio=None,
                   mweights_per_s=mw_unpack)]
     return {"title": "Sherry: ternary kernels", "shape": shape, "rounds": rounds, "threads": threads,
             "simd": level, "rows": rows, "goals": _goals(n, t_gemv, t_threads, packed, mw_pack, mw_unpack, quick),
-            "note": ("Medians over rounds; in each round every GEMV (numpy's float32 W @ x included) runs in turn, "
+            "note": ("Medians over rounds; in each round every GEMV (numpy's float32 W @ x included) runs in turn, in an order "
+                     "rotated by one every round, "
                      "untimed for 3 ms (to wake the thread pools, as in a decode loop) and then 5 times timed, "
                      "so ratios compare runs under the same load. Ratio = numpy time / kernel time, except for "
                      "the two rows timed in rounds of their own (2 threads vs 1, ratio = serial time / time). "

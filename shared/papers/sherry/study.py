@@ -1,11 +1,12 @@
 """Sherry chapter (ACL 2026, arXiv 2601.07892): parameters, claims, accuracy experiments, benchmarks.
 
 Backs ``notebooks/sherry.ipynb``. The packed formats and kernels are :mod:`acl26.kernels.ternary`,
-the QAT machinery :mod:`acl26.sherry`, the decode-speed table :mod:`acl26.sherry_speed`. Here:
+the QAT machinery :mod:`.qat`, the decoders of real shapes :mod:`.decoder`, the decode-speed table
+:mod:`.speed`, the paper's figures :mod:`.paper`, the kernel benchmarks :mod:`.kernel_bench`. Here:
 post-training 3:4 ternary on SmolLM2 (:func:`ptq_smollm2`), quantization-aware training of the
 shared dense LM in four variants with equal steps (:func:`qat`), and the check that the trained
 ternary model computes the same perplexity through the packed 1.25-bit kernels
-(:func:`packed_perplexity`).
+(:func:`packed_perplexity`), and :func:`record_claims`, which decides every claim from the results.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ from __future__ import annotations
 import math
 import time
 
+import numpy as np
 import torch
 
 from acl26 import claims as C
-from acl26 import evaluation, models, models_study, sherry, sherry_speed, training
+from acl26 import evaluation, models, training, zoo
+from acl26.papers.sherry import decoder, kernel_bench, speed
+from acl26.papers.sherry import qat as sherry
 from acl26.params import Param, ParamSpec
 
 VARIANTS = {
@@ -30,9 +34,9 @@ SPEC = ParamSpec(
     paper="sherry",
     params=(
         Param("speed_shapes", list, "model shapes for the decode-speed table", elem=str,
-              choices=tuple(sherry_speed.SHAPES) + tuple(sherry_speed.ALIASES)),
+              choices=tuple(decoder.SHAPES) + tuple(decoder.ALIASES)),
         Param("speed_formats", list, "weight formats for the decode-speed table", elem=str,
-              choices=tuple(sherry_speed.FORMATS)),
+              choices=tuple(decoder.FORMATS)),
         Param("speed_tokens", int, "decode steps timed per (shape, format)", min=1),
         Param("speed_repeats", int, "timing repeats (medians are reported)", min=1),
         Param("ptq_chars", int, "characters of the 2016 State of the Union scored with SmolLM2 (0: all)", min=0),
@@ -120,11 +124,11 @@ def _track(model) -> list[str]:
 def qat(params: dict, variant: str, *, progress: bool = True):
     """Train one QAT ``variant`` from the shared dense LM for ``qat_steps``; cached like every model."""
     mode, arenas, _ = VARIANTS[variant]
-    base, tok, corp = models_study.trained("dense", params["models_profile"], progress=progress)
-    mparams = models_study.SPEC.resolve(params["models_profile"])
+    base, tok, corp = zoo.trained("dense", params["models_profile"], progress=progress)
+    mparams = zoo.SPEC.resolve(params["models_profile"])
     train_blocks = torch.from_numpy(corp.blocks("train"))
     val = torch.from_numpy(corp.blocks("validation")[: params["eval_blocks"]])
-    cfg = models_study.model_config("dense", mparams, corp.vocab_size)
+    cfg = zoo.model_config("dense", mparams, corp.vocab_size)
     tc = training.TrainConfig(steps=params["qat_steps"], batch_size=mparams["batch_size"], lr=params["qat_lr"],
                               warmup_frac=0.05, seed=params["seed"] + 1, eval_every=max(1, params["qat_steps"] // 10),
                               eval_blocks=min(32, params["eval_blocks"]), checkpoint_every=max(1, params["qat_steps"] // 5),
@@ -166,9 +170,90 @@ def packed_perplexity(result, val: torch.Tensor) -> dict:
 
 def benchmarks(quick: bool = False) -> dict:
     """``acl26 bench sherry``: the kernel micro-benchmarks and the decode-speed goals."""
-    from acl26 import sherry_speed, ternary_bench
-
-    kern = ternary_bench.benchmarks(quick=quick)
-    dec = sherry_speed.benchmarks(quick=quick)
+    kern = kernel_bench.benchmarks(quick=quick)
+    dec = speed.benchmarks(quick=quick)
     return {"title": "Sherry: ternary kernels and decode speed", "rows": kern["rows"] + dec["rows"],
             "goals": kern["goals"] + dec["goals"], "note": f"{kern.get('note', '')} {dec.get('note', '')}".strip()}
+
+
+# --------------------------------------------------------------------------------------------
+# the verdicts
+
+
+def record_claims(ledger: C.Ledger, results: dict) -> None:
+    """Decide every Sherry claim from the study's results.
+
+    ``results``: ``bits`` (``{format: bits_per_weight(...)}`` at the 4096 x 4096 layer), ``speed``
+    (rows of :func:`acl26.papers.sherry.speed.speed_table`), ``ptq`` (rows of :func:`ptq_smollm2`),
+    ``qat_ppl`` (``{variant: validation perplexity}``), ``trapping`` (rows ``{"variant", "layer",
+    "stuck share", "grad effective rank (mean)"}``) and ``packed`` (:func:`packed_perplexity`'s
+    dict, or None). The speed and size claims are decided at the first shape of the speed table
+    where all three ternary formats were timed.
+    """
+    b = results["bits"]["sherry"]
+    ledger.record("bits", float(b["streams"]), shown=f"{b['streams']:.4f} (streams) + {b['scales']:.4f} (scales)")
+
+    ok = [r for r in results["speed"] if r["status"] == "ok"]
+    by = {(r["shape"], r["format"]): r for r in ok}
+    shape = next((r["shape"] for r in ok if all((r["shape"], f) in by for f in ("sherry", "i2", "tl2"))), None)
+    if shape:
+        s, i2, tl2 = by[(shape, "sherry")], by[(shape, "i2")], by[(shape, "tl2")]
+        streams = s["stream_bits_per_weight"] / i2["stream_bits_per_weight"]
+        ledger.record("size", streams,
+                      shown=f"{streams:.1%} of the packed streams ({shape}); "
+                            f"{s['weight_mb'] / i2['weight_mb']:.1%} with row scales; "
+                            f"{s['total_mb'] / i2['total_mb']:.1%} of the whole model")
+        for cid, other in (("speed_vs_tl2", tl2), ("speed_vs_i2", i2)):
+            ratio = s["decode_tok_s"] / other["decode_tok_s"]
+            ledger.record(cid, ratio, shown=f"{s['decode_tok_s']:.2f} vs {other['decode_tok_s']:.2f} tok/s ({shape}): {ratio:.2f}×")
+    else:
+        for cid in ("size", "speed_vs_tl2", "speed_vs_i2"):
+            ledger.untested(cid, "the speed table lacks a shape with all three ternary formats")
+
+    ptq = {r["mode"]: r["ppl"] for r in results["ptq"]}
+    if {"fp", "sparse34"} <= set(ptq):
+        fp_ppl, s34 = ptq["fp"], ptq["sparse34"]
+        ledger.record("ptq_collapses", s34 / fp_ppl,
+                      shown=f"3:4 PTQ ppl {s34:,.0f} vs full precision {fp_ppl:.1f} ({s34 / fp_ppl:,.0f}×)")
+    else:
+        ledger.untested("ptq_collapses", "full precision and 3:4 PTQ are both needed")
+
+    ppl = results["qat_ppl"]
+    if {"sparse34", "sparse34+arenas"} <= set(ppl):
+        r = ppl["sparse34+arenas"] / ppl["sparse34"]
+        ledger.record("arenas_gain", r, shown=f"{ppl['sparse34+arenas']:.1f} with vs {ppl['sparse34']:.1f} without ({r:.3f}×)")
+    else:
+        ledger.untested("arenas_gain", "both 3:4 variants are needed")
+    if {"absmean", "sparse34+arenas"} <= set(ppl):
+        r = ppl["sparse34+arenas"] / ppl["absmean"]
+        ledger.record("matches_158", r, shown=f"{ppl['sparse34+arenas']:.1f} vs absmean {ppl['absmean']:.1f} ({r:.3f}×)")
+    else:
+        ledger.untested("matches_158", "absmean and Arenas variants are needed")
+
+    def mean_by_variant(key):
+        acc: dict[str, list[float]] = {}
+        for row in results["trapping"]:
+            acc.setdefault(row["variant"], []).append(row[key])
+        return {v: float(np.mean(xs)) for v, xs in acc.items()}
+
+    stuck, grank = mean_by_variant("stuck share"), mean_by_variant("grad effective rank (mean)")
+    if {"sparse34", "absmean"} <= set(stuck):
+        ledger.record("trapping", stuck["sparse34"] - stuck["absmean"],
+                      shown=f"stuck share {stuck['sparse34']:.1%} (3:4) vs {stuck['absmean']:.1%} (absmean); "
+                            f"gradient effective rank {grank['sparse34']:.1f} vs {grank['absmean']:.1f}")
+    else:
+        ledger.untested("trapping", "the absmean and 3:4 (no Arenas) variants are needed")
+    if {"sparse34", "sparse34+arenas"} <= set(stuck):
+        ledger.record("arenas_frees", stuck["sparse34+arenas"] - stuck["sparse34"],
+                      shown=f"stuck share {stuck['sparse34+arenas']:.1%} with Arenas vs {stuck['sparse34']:.1%} without; "
+                            f"gradient effective rank {grank['sparse34+arenas']:.1f} vs {grank['sparse34']:.1f}")
+    else:
+        ledger.untested("arenas_frees", "both 3:4 variants are needed")
+
+    pk = results.get("packed")
+    if pk:
+        rel = abs(pk["packed_ppl"] - pk["fake_ppl"]) / pk["fake_ppl"]
+        ledger.record("packed_exact", rel,
+                      shown=f"{pk['packed_ppl']:.4f} packed vs {pk['fake_ppl']:.4f} fake-quantized (rel. {rel:.1e})")
+    else:
+        ledger.untested("packed_exact", "no 3:4 variant was trained")

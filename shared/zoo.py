@@ -1,22 +1,24 @@
-"""The shared-models page: SmolLM2 offline, and the dense and MoE LMs the chapters train on.
+"""The shared models the chapters train on: the corpus, its BPE, and the dense and MoE LMs.
 
-Backs ``notebooks/models.ipynb`` (a support page, run before the chapters) and gives the chapters
-one call to get each shared model: :func:`corpus` (the split corpus under a small BPE trained on
-its train split), :func:`trained` (the dense LLaMA-style LM for Sherry's QAT, the fine-grained MoE
-for Alloc-MoE), both cached by a hash of their whole configuration (see :mod:`acl26.training`).
+Part of the shared core (not of any chapter), so that every chapter gets the same models through
+one call and no chapter imports another's study: :func:`corpus` (the split corpus under a small
+BPE trained on its train split) and :func:`trained` (the dense LLaMA-style LM, e.g. Sherry's
+starting point for QAT; the fine-grained MoE, Alloc-MoE's subject). Each is trained once per
+configuration and then loaded from the cache by a hash of its whole configuration (see
+:mod:`acl26.training`). :data:`SPEC` holds their parameters and profiles; it is also the parameter
+spec of the models page (``notebooks/models.ipynb``), which shows what each model is.
 """
 
 from __future__ import annotations
 
-import math
-import time
-
-import numpy as np
 import torch
 
-from acl26 import claims as C
-from acl26 import data, evaluation, models, paths, training
+from acl26 import corpus as corpus_mod
+from acl26 import models, training
 from acl26.params import Param, ParamSpec
+
+#: the assets the shared models are built from (the corpus texts)
+ASSETS = ("sotu", "shakespeare", "moby-dick")
 
 SPEC = ParamSpec(
     paper="models",
@@ -59,27 +61,14 @@ SPEC = ParamSpec(
     ),
 )
 
-CLAIMS = [
-    C.Claim("smollm2_ppl", "SmolLM2-135M-Instruct (dequantised Q4_1) scores the 2016 State of the Union as expected",
-            "≈ 22 (22.4 when the assets were surveyed)", "shared/papers/assets.md; issue #3",
-            C.within(22.4, 0.10)),
-    C.Claim("dense_learns", "The dense LM learns: validation perplexity under half the unigram baseline's",
-            "—", "issue #3", C.predicate("ours ≤ 0.5 × unigram", lambda v: v <= 0.5)),
-    C.Claim("moe_learns", "The MoE LM learns: validation perplexity under half the unigram baseline's",
-            "—", "issue #3", C.predicate("ours ≤ 0.5 × unigram", lambda v: v <= 0.5)),
-    C.Claim("experts_matter", "The experts matter: routing to top-1 instead of top-k costs ≥ 10% perplexity",
-            "≥ 10%", "issue #3 (Alloc-MoE needs something to allocate)", C.at_least(0.10)),
-]
-
-
 # --------------------------------------------------------------------------------------------
-# building blocks the chapters share
+# the models, trained once and cached
 
 
-def corpus(params: dict) -> tuple[object, data.Corpus]:
+def corpus(params: dict) -> tuple[object, corpus_mod.Corpus]:
     """The BPE tokenizer trained on the train split and the corpus tokenized with it (both cached)."""
-    tok = data.train_bpe(params["vocab_size"])
-    return tok, data.load_corpus(tok, block_size=params["block_size"])
+    tok = corpus_mod.train_bpe(params["vocab_size"])
+    return tok, corpus_mod.load_corpus(tok, block_size=params["block_size"])
 
 
 def model_config(kind: str, params: dict, vocab_size: int):
@@ -116,57 +105,3 @@ def trained(kind: str, profile: str = "book", overrides: dict | None = None, *, 
     result = training.train(model_config(kind, params, corp.vocab_size), train_config(kind, params), train_blocks, val,
                             name=f"{kind}-{profile}", data_fingerprint=corp.key, progress=progress)
     return result, tok, corp
-
-
-# --------------------------------------------------------------------------------------------
-# the page's measurements
-
-
-def smollm2_perplexity(params: dict) -> dict:
-    """Load SmolLM2 (timing the first and a cached load) and score the 2016 State of the Union."""
-    from acl26 import texts
-
-    t0 = time.perf_counter()
-    folder_existed = (paths.cache_dir() / "models" / models.SMOLLM2_DIR / "config.json").is_file()
-    model, tok = models.smollm2()
-    first = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    model, tok = models.smollm2()
-    cached = time.perf_counter() - t0
-    doc = next(d for d in texts.sotu_documents() if d.title.startswith("2016"))
-    text = doc.text[: params["ppl_chars"]] if params["ppl_chars"] else doc.text
-    ids = tok.encode(text, add_special_tokens=False)
-    t0 = time.perf_counter()
-    ppl = evaluation.perplexity(model, ids, context_length=params["ppl_context"], stride=params["ppl_stride"],
-                                progress=True)
-    return {"model": model, "tokenizer": tok, "first_load_s": first, "converted_now": not folder_existed,
-            "cached_load_s": cached, "ppl": ppl.ppl, "tokens": ppl.n_tokens, "chars": len(text),
-            "document": doc.title, "seconds": time.perf_counter() - t0, "params": models.count_params(model)["total"]}
-
-
-def top_k_sweep(model, val_blocks: torch.Tensor, ks: list[int]) -> list[dict]:
-    """Validation perplexity of an MoE routed to each top-k (every layer), restoring its k after."""
-    original = [layer.mlp.gate.top_k for layer in model.model.layers if hasattr(layer.mlp, "gate")]
-    rows = []
-    try:
-        for k in ks:
-            models.set_top_k(model, k)
-            loss = training.evaluate_loss(model, val_blocks)
-            rows.append({"top_k": k, "val_loss": loss, "val_ppl": math.exp(loss)})
-    finally:
-        models.set_top_k(model, original)
-    return rows
-
-
-def describe(result, kind: str, unigram: float) -> dict:
-    """One row of the models table."""
-    cfg = result.model.config
-    counts = models.count_params(result.model)
-    row = {"model": f"{kind} LM (trained here)", "class": type(result.model).__name__,
-           "layers": cfg.num_hidden_layers, "hidden": cfg.hidden_size, "vocab": cfg.vocab_size,
-           "params": counts["total"], "active params": counts["active"],
-           "train tokens": result.log["tokens_seen"], "train time (s)": result.log["seconds"],
-           "val ppl": result.val_ppl, "unigram ppl": unigram, "from cache": result.from_cache}
-    if kind == "moe":
-        row["experts"] = f"{cfg.num_experts} routed, top-{cfg.num_experts_per_tok}, no shared"
-    return row

@@ -148,3 +148,33 @@ def gemm(fmt: str, T: np.ndarray, scale, X: np.ndarray) -> np.ndarray:
             y = acc * sc[:, seg] if y is None else y + acc * sc[:, seg]
         Y[c] = y
     return Y
+
+
+def gemv(fmt: str, T: np.ndarray, scale, x: np.ndarray) -> np.ndarray:
+    """(rows,): :func:`gemm` of one activation vector."""
+    return gemm(fmt, T, scale, np.asarray(x, np.float32)[None])[0]
+
+
+# the kernel module's per-format entry points, by the same names (twins take the plain matrix)
+def pack_sherry(T):
+    return pack("sherry", T)
+
+
+def pack_tl2(T):
+    return pack("tl2", T)
+
+
+def pack_i2(T):
+    return pack("i2", T)
+
+
+def unpack_sherry(codes, signs, shape):
+    return unpack("sherry", codes, signs, shape)
+
+
+def unpack_tl2(codes, signs, shape):
+    return unpack("tl2", codes, signs, shape)
+
+
+def unpack_i2(codes, signs, shape):
+    return unpack("i2", codes, signs, shape)

@@ -1,4 +1,4 @@
-"""Plain-numpy reference twins of the Numba kernels (stumpy-style): slow, obvious, and the oracle."""
+"""Plain-numpy twin of acl26.kernels.tokmerge (stumpy-style): slow, obvious, and the oracle."""
 
 from __future__ import annotations
 

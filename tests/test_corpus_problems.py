@@ -1,4 +1,4 @@
-"""acl26.data: the document split rule, the cached tokenized corpus, the BPE trained on train only,
+"""acl26.corpus and acl26.problems: the document split rule, the cached tokenized corpus, the BPE trained on train only,
 the unigram baseline, GSM8K / reasoning-gym problems and the exact-answer scorers."""
 
 import json
@@ -8,7 +8,8 @@ import re
 import numpy as np
 import pytest
 
-from acl26 import data as D
+from acl26 import corpus as D
+from acl26 import problems as PB
 from acl26.texts import Document
 
 # --------------------------------------------------------------------------------------------
@@ -211,7 +212,7 @@ def test_corpus_unigram_matches_function(cache):
     ("\u22124", "-4"),
 ])
 def test_normalize_number(text, expected):
-    assert D.normalize_number(text) == expected
+    assert PB.normalize_number(text) == expected
 
 
 @pytest.mark.parametrize("response,expected", [
@@ -232,16 +233,16 @@ def test_normalize_number(text, expected):
     ("total: -12", "-12"),
 ])
 def test_extract_answer(response, expected):
-    assert D.extract_answer(response) == expected
+    assert PB.extract_answer(response) == expected
 
 
 def test_extract_answer_unclosed_think_option_and_is_correct():
-    assert D.extract_answer("<think>it is 4", require_closed_think=False) == "4"
-    assert D.is_correct("#### 1,000", "1000") and D.is_correct("... so 12.0", "12")
-    assert not D.is_correct("<think> 12", "12") and not D.is_correct("nothing", "12")
-    assert D.normalize_answer("  Yes  we can. ") == "Yes we can"
+    assert PB.extract_answer("<think>it is 4", require_closed_think=False) == "4"
+    assert PB.is_correct("#### 1,000", "1000") and PB.is_correct("... so 12.0", "12")
+    assert not PB.is_correct("<think> 12", "12") and not PB.is_correct("nothing", "12")
+    assert PB.normalize_answer("  Yes  we can. ") == "Yes we can"
     with pytest.raises(ValueError, match="response"):
-        D.extract_answer(None)
+        PB.extract_answer(None)
 
 
 @pytest.mark.parametrize("expr,floor,lines,value", [
@@ -255,35 +256,35 @@ def test_extract_answer_unclosed_think_option_and_is_correct():
     ("42", False, "42 = 42", "42"),
 ])
 def test_arithmetic_steps(expr, floor, lines, value):
-    assert D.arithmetic_steps(expr, floor_division=floor) == (lines, value)
+    assert PB.arithmetic_steps(expr, floor_division=floor) == (lines, value)
 
 
 @pytest.mark.parametrize("expr", ["7 / 2", "1 / 0", "2 ** 3", "x + 1", "1.5 + 2", "(1 +", "abs(3)"])
 def test_arithmetic_steps_refuses(expr):
-    assert D.arithmetic_steps(expr) is None
+    assert PB.arithmetic_steps(expr) is None
 
 
 def test_format_response_round_trips():
-    p = D.Problem("t", "t-0", "1 + 2 * 3?", "7", solution="2 * 3 = 6\n1 + 6 = 7\n#### 7", solution_source="x")
+    p = PB.Problem("t", "t-0", "1 + 2 * 3?", "7", solution="2 * 3 = 6\n1 + 6 = 7\n#### 7", solution_source="x")
     assert p.steps() == "2 * 3 = 6\n1 + 6 = 7"
-    assert D.format_response(p, "direct") == "#### 7"
-    assert D.format_response(p, "cot") == "2 * 3 = 6\n1 + 6 = 7\n#### 7"
-    assert D.format_response(p, "think") == "<think>\n2 * 3 = 6\n1 + 6 = 7\n</think>\n\n#### 7"
-    for style in D.RESPONSE_STYLES:
-        assert D.is_correct(D.format_response(p, style), p.answer)
+    assert PB.format_response(p, "direct") == "#### 7"
+    assert PB.format_response(p, "cot") == "2 * 3 = 6\n1 + 6 = 7\n#### 7"
+    assert PB.format_response(p, "think") == "<think>\n2 * 3 = 6\n1 + 6 = 7\n</think>\n\n#### 7"
+    for style in PB.RESPONSE_STYLES:
+        assert PB.is_correct(PB.format_response(p, style), p.answer)
     with pytest.raises(ValueError, match="worked solution"):
-        D.format_response(D.Problem("t", "t-1", "q", "1"), "think")
+        PB.format_response(PB.Problem("t", "t-1", "q", "1"), "think")
     with pytest.raises(ValueError, match="style"):
-        D.format_response(p, "long")
+        PB.format_response(p, "long")
 
 
 def test_gsm8k_template_split_is_fixed():
-    train, held = D.gsm8k_templates("train"), D.gsm8k_templates("heldout")
-    assert len(train) == len(held) == 50 and not train & held and train | held == D.gsm8k_templates()
-    assert sorted(D.GSM_SYMBOLIC_TO_GSM8K.values()) == sorted(D.GSM8K_ID_SHUFFLED)  # a bijection
+    train, held = PB.gsm8k_templates("train"), PB.gsm8k_templates("heldout")
+    assert len(train) == len(held) == 50 and not train & held and train | held == PB.gsm8k_templates()
+    assert sorted(PB.GSM_SYMBOLIC_TO_GSM8K.values()) == sorted(PB.GSM8K_ID_SHUFFLED)  # a bijection
     assert 473 in train and 103 in held  # id_shuffled 0 and 1
     with pytest.raises(ValueError, match="split"):
-        D.gsm8k_templates("test")
+        PB.gsm8k_templates("test")
 
 
 # --------------------------------------------------------------------------------------------
@@ -293,38 +294,38 @@ def test_gsm8k_template_split_is_fixed():
 def test_reasoning_gym_problems_are_seeded_and_match_the_library():
     import reasoning_gym
 
-    a = D.reasoning_gym_problems("chain_sum", 20, seed=3)
-    assert a == D.reasoning_gym_problems("chain_sum", 20, seed=3)
-    assert a != D.reasoning_gym_problems("chain_sum", 20, seed=4)
+    a = PB.reasoning_gym_problems("chain_sum", 20, seed=3)
+    assert a == PB.reasoning_gym_problems("chain_sum", 20, seed=3)
+    assert a != PB.reasoning_gym_problems("chain_sum", 20, seed=4)
     lib = reasoning_gym.create_dataset("chain_sum", seed=3, size=20)
     assert [p.question for p in a] == [x["question"] for x in lib]
     assert [p.answer for p in a] == [x["answer"] for x in lib]
-    assert all(p.solution_source.startswith("acl26") and D.is_correct(p.solution, p.answer) for p in a)
+    assert all(p.solution_source.startswith("acl26") and PB.is_correct(p.solution, p.answer) for p in a)
     assert a[0].id == "chain_sum-s3-0" and json.dumps(a[0].metadata)
 
 
 @pytest.mark.parametrize("task", ["basic_arithmetic", "chain_sum", "products"])
 def test_derived_solutions_reproduce_the_generator(task):
-    ps = D.reasoning_gym_problems(task, 60, seed=11)
+    ps = PB.reasoning_gym_problems(task, 60, seed=11)
     assert all(p.solution is not None for p in ps)
-    assert all(D.is_correct(p.solution, p.answer) and D.is_correct(D.format_response(p, "think"), p.answer)
+    assert all(PB.is_correct(p.solution, p.answer) and PB.is_correct(PB.format_response(p, "think"), p.answer)
                for p in ps)
-    raw = D.reasoning_gym_problems(task, 5, seed=11, worked=False)
+    raw = PB.reasoning_gym_problems(task, 5, seed=11, worked=False)
     assert all(p.solution is None for p in raw)
 
 
 def test_gsm_symbolic_with_worked_solutions_and_templates():
-    ps = D.reasoning_gym_problems("gsm_symbolic", 40, seed=0)
+    ps = PB.reasoning_gym_problems("gsm_symbolic", 40, seed=0)
     assert all(p.solution_source == "reasoning-gym" and p.solution.endswith(f"#### {p.answer}") for p in ps)
-    assert all(D.is_correct(p.solution, p.answer) for p in ps)
-    assert all(p.template == D.GSM_SYMBOLIC_TO_GSM8K[p.metadata["generator"]] for p in ps)
-    held = D.gsm8k_templates("heldout")
-    train_only = D.reasoning_gym_problems("gsm_symbolic", 40, seed=0, templates=D.gsm8k_templates("train"))
+    assert all(PB.is_correct(p.solution, p.answer) for p in ps)
+    assert all(p.template == PB.GSM_SYMBOLIC_TO_GSM8K[p.metadata["generator"]] for p in ps)
+    held = PB.gsm8k_templates("heldout")
+    train_only = PB.reasoning_gym_problems("gsm_symbolic", 40, seed=0, templates=PB.gsm8k_templates("train"))
     assert not {p.template for p in train_only} & held
-    assert train_only == D.reasoning_gym_problems("gsm_symbolic", 40, seed=0, templates=D.gsm8k_templates("train"))
+    assert train_only == PB.reasoning_gym_problems("gsm_symbolic", 40, seed=0, templates=PB.gsm8k_templates("train"))
     # with every template allowed the draw is reasoning-gym's own
-    assert D.reasoning_gym_problems("gsm_symbolic", 10, seed=5, templates=D.gsm8k_templates()) == \
-        D.reasoning_gym_problems("gsm_symbolic", 10, seed=5)
+    assert PB.reasoning_gym_problems("gsm_symbolic", 10, seed=5, templates=PB.gsm8k_templates()) == \
+        PB.reasoning_gym_problems("gsm_symbolic", 10, seed=5)
 
 
 @pytest.mark.assets
@@ -338,13 +339,13 @@ def test_gsm_symbolic_generators_are_the_gsm8k_templates_map():
         return set(re.findall(r"[a-z]+", s.lower()))
 
     templ = {r["id_orig"]: words(re.sub(r"\{[^,}]*,", "{", r["question_annotated"].split("#init")[0]))
-             for r in D._gsm8k_records()}
+             for r in PB._gsm8k_records()}
     gens = gs.GSMSymbolicDataset(gs.GSMSymbolicDatasetConfig(seed=0, size=1)).generators
     assert sorted(gens) == list(range(100))
     for g, fn in gens.items():
         w = set().union(*(words(fn(random.Random(s), 1.0)["question"]) for s in range(3)))
         best = max(templ, key=lambda k: len(w & templ[k]) / len(w | templ[k]))
-        assert D.GSM_SYMBOLIC_TO_GSM8K[g] == best, g
+        assert PB.GSM_SYMBOLIC_TO_GSM8K[g] == best, g
 
 
 @pytest.mark.parametrize("kwargs,match", [
@@ -356,7 +357,7 @@ def test_gsm_symbolic_generators_are_the_gsm8k_templates_map():
 def test_reasoning_gym_validation(kwargs, match):
     args = dict(task="chain_sum", size=3, seed=0) | kwargs
     with pytest.raises(ValueError, match=match):
-        D.reasoning_gym_problems(args.pop("task"), args.pop("size"), args.pop("seed"), **args)
+        PB.reasoning_gym_problems(args.pop("task"), args.pop("size"), args.pop("seed"), **args)
 
 
 # --------------------------------------------------------------------------------------------
@@ -365,15 +366,15 @@ def test_reasoning_gym_validation(kwargs, match):
 
 @pytest.mark.assets
 def test_gsm8k_test_questions():
-    qs = D.gsm8k_test()
+    qs = PB.gsm8k_test()
     assert len(qs) == 100 and len({q.id for q in qs}) == 100
     assert [q.metadata["id_shuffled"] for q in qs] == list(range(100))
-    assert {q.template: q.metadata["id_shuffled"] for q in qs} == D.GSM8K_ID_SHUFFLED
-    assert all(D.normalize_number(q.answer) == q.answer for q in qs)
-    assert all("<<" not in q.solution and D.is_correct(q.solution, q.answer) for q in qs)
+    assert {q.template: q.metadata["id_shuffled"] for q in qs} == PB.GSM8K_ID_SHUFFLED
+    assert all(PB.normalize_number(q.answer) == q.answer for q in qs)
+    assert all("<<" not in q.solution and PB.is_correct(q.solution, q.answer) for q in qs)
     first = qs[0]
     assert first.id == "gsm8k-473" and first.answer == "10" and "remoras" in first.question
-    held = D.gsm8k_test(D.gsm8k_templates("heldout"))
+    held = PB.gsm8k_test(PB.gsm8k_templates("heldout"))
     assert len(held) == 50 and all(q.metadata["id_shuffled"] % 2 == 1 for q in held)
 
 

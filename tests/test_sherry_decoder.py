@@ -7,12 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-from acl26 import sherry_speed as sp
+from acl26 import timing
+from acl26.papers.sherry import decoder, peers, speed
+from acl26.papers.sherry import paper as sherry_paper
 from acl26.kernels import ternary as tn
 
 # hidden 64 (TL2 pads its last group of 3), intermediate 100 (a partial block of 16 rows; Sherry and
 # TL2 pad a pair of groups), GQA 4 heads on 2 kv heads, an odd vocabulary
-SHAPE = sp.Shape("test", hidden=64, intermediate=100, layers=2, heads=4, kv_heads=2, vocab=97, rope_theta=10000.0)
+SHAPE = decoder.Shape("test", hidden=64, intermediate=100, layers=2, heads=4, kv_heads=2, vocab=97, rope_theta=10000.0)
 TOKENS = [5, 17, 3, 96, 0, 42]
 
 # Float32 against float64 (or against float32 summed in another order): a GEMV output is within
@@ -33,8 +35,8 @@ def _close(a, b, rtol=RTOL):
 @pytest.fixture(scope="module")
 def models():
     out = {}
-    for fmt in sp.FORMATS:
-        out[fmt] = sp.build_model(SHAPE, fmt, seed=3)
+    for fmt in decoder.FORMATS:
+        out[fmt] = decoder.build_model(SHAPE, fmt, seed=3)
     return out
 
 
@@ -42,7 +44,7 @@ def models():
 # a float64 numpy twin of the decoder, one token position and one head at a time
 
 
-def _naive_forward(model: sp.Model, tokens):
+def _naive_forward(model: decoder.Model, tokens):
     """Hidden states (after the final norm) of all positions, float64, from the dense weights."""
     s = model.shape
     H, KV, hd = s.heads, s.kv_heads, s.head_dim
@@ -116,7 +118,7 @@ def test_bf16_decode_near_naive_twin(models):
     assert _close(hs, ref, rtol=2e-2)
 
 
-@pytest.mark.parametrize("fmt", sp.PACKED)
+@pytest.mark.parametrize("fmt", decoder.PACKED)
 def test_decode_matches_dequantized_fp32(models, fmt):
     """The packed model and a float32 PyTorch model of its dequantized weights (scale * T) decode
     to the same hidden states and KV caches; the shared bf16 head gives logits within the bound of
@@ -170,7 +172,7 @@ def test_kv_cache_grows(models):
     with pytest.raises(ValueError, match="tokens"):
         m.decode_step(SHAPE.vocab, cache)
     with pytest.raises(ValueError, match="cache"):
-        sp.build_model(sp.Shape("x", 64, 96, 1, 2, 2, 10), "fp32").decode_step(1, cache)
+        decoder.build_model(decoder.Shape("x", 64, 96, 1, 2, 2, 10), "fp32").decode_step(1, cache)
     with pytest.raises(ValueError, match="capacity"):
         m.new_cache(0)
 
@@ -179,10 +181,10 @@ def test_kv_cache_grows(models):
 # weights and sizes
 
 
-@pytest.mark.parametrize("fmt", sp.PACKED)
+@pytest.mark.parametrize("fmt", decoder.PACKED)
 def test_random_ternary_is_valid_for_the_format(fmt):
     rng = np.random.default_rng(0)
-    T = sp.random_ternary(fmt, (48, 64), rng)
+    T = decoder.random_ternary(fmt, (48, 64), rng)
     assert T.dtype == np.int8 and set(np.unique(T)) == {-1, 0, 1}
     if fmt == "sherry":
         assert ((T.reshape(48, 16, 4) == 0).sum(-1) == 1).all()  # 3:4 in every group
@@ -192,15 +194,15 @@ def test_random_ternary_is_valid_for_the_format(fmt):
     packed = getattr(tn, f"pack_{fmt}")(T)
     np.testing.assert_array_equal(getattr(tn, f"unpack_{fmt}")(packed), T)
     with pytest.raises(ValueError, match="fmt"):
-        sp.random_ternary("fp32", (4, 4), rng)
+        decoder.random_ternary("fp32", (4, 4), rng)
 
 
-@pytest.mark.parametrize("fmt", list(sp.FORMATS))
+@pytest.mark.parametrize("fmt", list(decoder.FORMATS))
 def test_sizes_match_the_arrays(models, fmt):
     m = models[fmt]
-    pred = sp.model_bytes(SHAPE, fmt)
+    pred = decoder.model_bytes(SHAPE, fmt)
     lins = [lin for b in m.blocks for lin in b.linears.values()]
-    if fmt in sp.PACKED:
+    if fmt in decoder.PACKED:
         assert pred["streams"] == sum(lin.packed.codes.nbytes + lin.packed.signs.nbytes for lin in lins)
         assert pred["linear"] == sum(lin.packed.nbytes + lin.scale.nbytes for lin in lins)
     else:
@@ -214,25 +216,25 @@ def test_sizes_match_the_arrays(models, fmt):
 
 def test_sherry_is_five_eighths_of_i2_at_real_shapes():
     for name in ("bitnet-0.7b", "llama-3.2-1b", "llama-3.2-3b", "bitnet-3b"):
-        s = sp.model_bytes(name, "sherry")["streams"] / sp.model_bytes(name, "i2")["streams"]
+        s = decoder.model_bytes(name, "sherry")["streams"] / decoder.model_bytes(name, "i2")["streams"]
         assert s == 0.625
 
 
 def test_shapes():
     # the published parameter counts of LLaMA-3.2-1B and -3B (tied embeddings)
-    assert sp.SHAPES["llama-3.2-1b"].params == 1_235_814_400
-    assert sp.SHAPES["llama-3.2-3b"].params == 3_212_749_824
-    assert sp.get_shape("llama-0.7b") is sp.SHAPES["bitnet-0.7b"]
-    assert sp.SHAPES["bitnet-0.7b"].paper_row == "0.7B" and sp.SHAPES["bitnet-3b"].paper_row == "3B"
+    assert decoder.SHAPES["llama-3.2-1b"].params == 1_235_814_400
+    assert decoder.SHAPES["llama-3.2-3b"].params == 3_212_749_824
+    assert decoder.get_shape("llama-0.7b") is decoder.SHAPES["bitnet-0.7b"]
+    assert decoder.SHAPES["bitnet-0.7b"].paper_row == "0.7B" and decoder.SHAPES["bitnet-3b"].paper_row == "3B"
     # the paper's 0.7B I2_S size (256.56 MB) is 2-bit linear weights plus one 16-bit vocabulary table
-    b = sp.model_bytes("bitnet-0.7b", "i2")
-    assert abs((b["streams"] + b["embedding"]) / sp.MB - 256.56) < 1.0
+    b = decoder.model_bytes("bitnet-0.7b", "i2")
+    assert abs((b["streams"] + b["embedding"]) / decoder.MB - 256.56) < 1.0
     for bad, arg in [(dict(hidden=30), "hidden"), (dict(heads=3), "hidden"), (dict(kv_heads=3), "heads"),
                      (dict(layers=0), "layers"), (dict(hidden=66, heads=3, kv_heads=3), "multiples of 4"),
                      (dict(intermediate=98), "multiples of 4"), (dict(vocab=True), "vocab")]:
         kw = dict(name="x", hidden=64, intermediate=96, layers=1, heads=4, kv_heads=2, vocab=10) | bad
         with pytest.raises(ValueError, match=arg):
-            sp.Shape(**kw)
+            decoder.Shape(**kw)
 
 
 # --------------------------------------------------------------------------------------------
@@ -241,28 +243,28 @@ def test_shapes():
 
 def test_skip_reason():
     big = 10 ** 12
-    assert sp.skip_reason("llama-3.2-3b", "fp32", available=big) is not None
-    assert "10 GB" in sp.skip_reason("llama-3.2-3b", "fp32", available=big)
-    assert "max_gb" in sp.skip_reason("bitnet-3b", "fp32", available=big)
+    assert decoder.skip_reason("llama-3.2-3b", "fp32", available=big) is not None
+    assert "10 GB" in decoder.skip_reason("llama-3.2-3b", "fp32", available=big)
+    assert "max_gb" in decoder.skip_reason("bitnet-3b", "fp32", available=big)
     for fmt in ("bf16", "i2", "tl2", "sherry"):
-        assert sp.skip_reason("llama-3.2-3b", fmt, available=big) is None
-    assert sp.skip_reason("llama-3.2-1b", "fp32", available=big) is None
-    assert "available" in sp.skip_reason("llama-3.2-1b", "fp32", available=2 * 10 ** 9)
-    assert sp.skip_reason("tiny", "fp32", available=10 ** 9) is None
+        assert decoder.skip_reason("llama-3.2-3b", fmt, available=big) is None
+    assert decoder.skip_reason("llama-3.2-1b", "fp32", available=big) is None
+    assert "available" in decoder.skip_reason("llama-3.2-1b", "fp32", available=2 * 10 ** 9)
+    assert decoder.skip_reason("tiny", "fp32", available=10 ** 9) is None
     with pytest.raises(ValueError, match="max_gb"):
-        sp.skip_reason("tiny", "fp32", max_gb=0)
+        decoder.skip_reason("tiny", "fp32", max_gb=0)
     with pytest.raises(ValueError, match="fmt"):
-        sp.skip_reason("tiny", "fp16")
+        decoder.skip_reason("tiny", "fp16")
     with pytest.raises(ValueError, match="shape"):
-        sp.skip_reason("llama-9b", "fp32")
+        decoder.skip_reason("llama-9b", "fp32")
 
 
 def test_speed_table_rows():
-    need = {f: sp.model_bytes(SHAPE, f)["total"] + 4 * max(a * b for _, (a, b) in SHAPE.linears()) for f in sp.FORMATS}
+    need = {f: decoder.model_bytes(SHAPE, f)["total"] + 4 * max(a * b for _, (a, b) in SHAPE.linears()) for f in decoder.FORMATS}
     max_gb = (need["fp32"] - 1) / 1e9  # fp32 just does not fit, the others do
     assert max(v for f, v in need.items() if f != "fp32") <= max_gb * 1e9
-    rows = sp.speed_table([SHAPE], list(sp.FORMATS), tokens=2, repeats=2, context=3, max_gb=max_gb, progress=False)
-    assert [r["format"] for r in rows] == list(sp.FORMATS)
+    rows = speed.speed_table([SHAPE], list(decoder.FORMATS), tokens=2, repeats=2, context=3, max_gb=max_gb, progress=False)
+    assert [r["format"] for r in rows] == list(decoder.FORMATS)
     by = {r["format"]: r for r in rows}
     assert by["fp32"]["status"] == "skipped" and "max_gb" in by["fp32"]["reason"]
     assert by["fp32"]["decode_tok_s"] is None and by["fp32"]["total_mb"] > 0
@@ -271,11 +273,11 @@ def test_speed_table_rows():
         assert r["status"] == "ok" and r["reason"] == ""
         assert r["decode_tok_s"] > 0 and r["prefill_tok_s"] > 0 and len(r["decode_runs"]) == 2
         assert 0 <= r["head_ms"] < r["decode_ms"]
-        assert r["weight_mb"] == sp.model_bytes(SHAPE, f)["linear"] / sp.MB
-        assert r["total_mb"] == sp.model_bytes(SHAPE, f)["total"] / sp.MB
+        assert r["weight_mb"] == decoder.model_bytes(SHAPE, f)["linear"] / decoder.MB
+        assert r["total_mb"] == decoder.model_bytes(SHAPE, f)["total"] / decoder.MB
     assert by["sherry"]["stream_bits_per_weight"] < by["tl2"]["stream_bits_per_weight"] < 2.01
     assert 2.0 <= by["i2"]["stream_bits_per_weight"] < 2.2  # padding of the partial blocks of 16 rows
-    seq = sp.speed_table([SHAPE], ["sherry"], tokens=1, repeats=1, context=1, prefill=False, interleave=False,
+    seq = speed.speed_table([SHAPE], ["sherry"], tokens=1, repeats=1, context=1, prefill=False, interleave=False,
                          progress=False)
     assert seq[0]["status"] == "ok" and seq[0]["prefill_tok_s"] is None and seq[0]["interleaved"] is False
 
@@ -292,38 +294,38 @@ def test_bad_arguments(kw, arg):
     args = dict(shapes=[SHAPE], formats=["sherry"], progress=False) | kw
     shapes = args.pop("shapes")
     with pytest.raises(ValueError, match=arg):
-        sp.speed_table(shapes, **args)
+        speed.speed_table(shapes, **args)
 
 
 def test_threads_restored():
     import numba
 
     before = (numba.get_num_threads(), torch.get_num_threads())
-    with sp.threads(1):
+    with timing.threads(1):
         assert numba.get_num_threads() == 1 and torch.get_num_threads() == 1
     assert (numba.get_num_threads(), torch.get_num_threads()) == before
 
 
 def test_paper_table_and_compare():
-    paper = sp.paper_table()
+    paper = sherry_paper.paper_table()
     assert len(paper) == 8 and {r["format"] for r in paper} == {"bf16", "i2", "tl2", "sherry"}
     fake = []
     for fmt, tok_s in {"bf16": 10.0, "i2": 40.0, "tl2": 30.0, "sherry": 50.0}.items():
         fake.append(dict(shape="bitnet-0.7b", paper_row="0.7B", format=fmt, decode_tok_s=tok_s, prefill_tok_s=tok_s,
                          decode_ms=1e3 / tok_s, head_ms=1.0, blocks_ms=1e3 / tok_s - 1.0, total_mb=100.0 * tok_s,
                          weight_mb=tok_s, status="ok", reason=""))
-    cmp = {r["comparison"]: r for r in sp.compare(fake)}
+    cmp = {r["comparison"]: r for r in sherry_paper.compare(fake)}
     assert cmp["Sherry vs I2_S"]["paper_speed_ratio"] == pytest.approx(148.27 / 132.13)
     assert cmp["Sherry vs I2_S"]["ours_speed_ratio"] == pytest.approx(50 / 40)
     assert cmp["Sherry vs TL2"]["paper_size_ratio"] == pytest.approx(205.50 / 233.44)
     assert cmp["Sherry vs BF16"]["ours_size_ratio"] == pytest.approx(5.0)
-    sbs = sp.side_by_side(fake)
+    sbs = sherry_paper.side_by_side(fake)
     assert len(sbs) == 4 and all(r["model"] == "0.7B" for r in sbs)
     assert next(r for r in sbs if r["format"] == "sherry")["paper_vs_bf16"] == pytest.approx(148.27 / 34.01)
 
 
 def test_gguf_ternary_bits():
-    rows = {r["format"]: r for r in sp.gguf_ternary_bits((16, 512))}
+    rows = {r["format"]: r for r in peers.gguf_ternary_bits((16, 512))}
     assert rows["TQ1_0"]["bits_per_weight"] == pytest.approx(1.6875)
     assert rows["TQ2_0"]["bits_per_weight"] == pytest.approx(2.0625)
     assert rows["TQ2_0"]["stream_bits_per_weight"] == 2.0
@@ -334,4 +336,4 @@ def test_gguf_ternary_bits():
     for name in ("TQ1_0", "TQ2_0"):
         assert rows[name]["roundtrip_exact"] in (True, None)
     with pytest.raises(ValueError, match="shape"):
-        sp.gguf_ternary_bits((16, 100))
+        peers.gguf_ternary_bits((16, 100))

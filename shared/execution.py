@@ -1,0 +1,80 @@
+"""Cached execution: a notebook (or a benchmark) re-runs only when what it depends on changed.
+
+:func:`notebook_key` is a sha256 over everything that decides what a chapter's notebook computes:
+the notebook's source, the source of ``acl26`` and ``acl26.kernels`` (every ``.py`` and ``.toml``
+file of both packages), the resolved parameters, the asset-manifest entries of the assets the
+chapter uses, and the installed versions of the packages the book lists
+(:data:`acl26.book.PACKAGES`). :func:`bench_key` is the same without the notebook and the
+parameters, with the quick flag. ``acl26 book`` stores the key beside each executed notebook and
+benchmark and skips a run whose key is unchanged (``--force`` runs it anyway).
+
+Trained models are cached on their own, by their configuration (:mod:`acl26.training`), so a
+re-executed notebook still loads them in seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import importlib.metadata as md
+import json
+from pathlib import Path
+
+#: packages whose installed versions enter every key (the Environment page lists the same)
+PACKAGES = ("torch", "transformers", "tokenizers", "datasets", "numba", "numpy", "pandas", "seaborn", "matplotlib",
+            "papermill", "jupyter-book", "nbmake", "gguf", "safetensors", "acl26-repro")
+
+
+def _package_roots() -> list[Path]:
+    import acl26
+    import acl26.kernels
+
+    return [Path(acl26.__file__).resolve().parent, Path(acl26.kernels.__file__).resolve().parent]
+
+
+@functools.lru_cache(maxsize=1)
+def source_digest() -> str:
+    """sha256 over the ``.py`` and ``.toml`` files of ``acl26`` and ``acl26.kernels`` (names and bytes)."""
+    h = hashlib.sha256()
+    for root in _package_roots():
+        files = sorted(p for p in root.rglob("*") if p.suffix in (".py", ".toml") and "__pycache__" not in p.parts)
+        for f in files:
+            h.update(f"{root.name}/{f.relative_to(root).as_posix()}\0".encode())
+            h.update(hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def package_versions() -> dict[str, str]:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def _asset_entries(names) -> dict:
+    from acl26 import assets
+
+    manifest = assets.load_manifest()
+    return {n: {k: v for k, v in dataclasses.asdict(manifest[n]).items() if k != "extra"} for n in sorted(names)}
+
+
+def _digest(payload: dict) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def notebook_key(chapter, params: dict, root: Path) -> str:
+    """The cache key of executing ``chapter``'s notebook with ``params`` (see the module docstring)."""
+    nb = (Path(root) / chapter.notebook).read_bytes()
+    return _digest({"kind": "notebook", "chapter": chapter.id, "notebook": hashlib.sha256(nb).hexdigest(),
+                    "source": source_digest(), "params": params, "assets": _asset_entries(chapter.assets),
+                    "packages": package_versions()})
+
+
+def bench_key(chapter, quick: bool) -> str:
+    """The cache key of ``chapter``'s benchmarks."""
+    return _digest({"kind": "bench", "chapter": chapter.id, "quick": bool(quick), "source": source_digest(),
+                    "assets": _asset_entries(chapter.assets), "packages": package_versions()})

@@ -1,0 +1,114 @@
+"""The shared-models page (a support chapter): SmolLM2 offline, and the dense and MoE LMs trained here.
+
+Backs ``notebooks/models.ipynb``, run before the chapters. The models themselves, and their
+parameters, are the shared core's :mod:`acl26.zoo`; this module holds the page's measurements
+(SmolLM2's perplexity, the MoE's top-k sweep), its checks and :func:`record_claims`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import torch
+
+from acl26 import claims as C
+from acl26 import evaluation, models, paths, training
+
+CLAIMS = [
+    C.Claim("smollm2_ppl", "SmolLM2-135M-Instruct (dequantised Q4_1) scores the 2016 State of the Union as expected",
+            "≈ 22 (22.4 when the assets were surveyed)", "shared/papers/assets.md; issue #3",
+            C.within(22.4, 0.10)),
+    C.Claim("dense_learns", "The dense LM learns: validation perplexity under half the unigram baseline's",
+            "—", "issue #3", C.predicate("ours ≤ 0.5 × unigram", lambda v: v <= 0.5)),
+    C.Claim("moe_learns", "The MoE LM learns: validation perplexity under half the unigram baseline's",
+            "—", "issue #3", C.predicate("ours ≤ 0.5 × unigram", lambda v: v <= 0.5)),
+    C.Claim("experts_matter", "The experts matter: routing to top-1 instead of top-k costs ≥ 10% perplexity",
+            "≥ 10%", "issue #3 (Alloc-MoE needs something to allocate)", C.at_least(0.10)),
+]
+
+
+# --------------------------------------------------------------------------------------------
+# the page's measurements
+
+
+def smollm2_perplexity(params: dict) -> dict:
+    """Load SmolLM2 (timing the first and a cached load) and score the 2016 State of the Union."""
+    from acl26 import texts
+
+    t0 = time.perf_counter()
+    folder_existed = (paths.cache_dir() / "models" / models.SMOLLM2_DIR / "config.json").is_file()
+    model, tok = models.smollm2()
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    model, tok = models.smollm2()
+    cached = time.perf_counter() - t0
+    doc = next(d for d in texts.sotu_documents() if d.title.startswith("2016"))
+    text = doc.text[: params["ppl_chars"]] if params["ppl_chars"] else doc.text
+    ids = tok.encode(text, add_special_tokens=False)
+    t0 = time.perf_counter()
+    ppl = evaluation.perplexity(model, ids, context_length=params["ppl_context"], stride=params["ppl_stride"],
+                                progress=True)
+    return {"model": model, "tokenizer": tok, "first_load_s": first, "converted_now": not folder_existed,
+            "cached_load_s": cached, "ppl": ppl.ppl, "tokens": ppl.n_tokens, "chars": len(text),
+            "document": doc.title, "seconds": time.perf_counter() - t0, "params": models.count_params(model)["total"]}
+
+
+def top_k_sweep(model, val_blocks: torch.Tensor, ks: list[int]) -> list[dict]:
+    """Validation perplexity of an MoE routed to each top-k (every layer), restoring its k after."""
+    original = [layer.mlp.gate.top_k for layer in model.model.layers if hasattr(layer.mlp, "gate")]
+    rows = []
+    try:
+        for k in ks:
+            models.set_top_k(model, k)
+            loss = training.evaluate_loss(model, val_blocks)
+            rows.append({"top_k": k, "val_loss": loss, "val_ppl": math.exp(loss)})
+    finally:
+        models.set_top_k(model, original)
+    return rows
+
+
+def describe(result, kind: str, unigram: float) -> dict:
+    """One row of the models table."""
+    cfg = result.model.config
+    counts = models.count_params(result.model)
+    row = {"model": f"{kind} LM (trained here)", "class": type(result.model).__name__,
+           "layers": cfg.num_hidden_layers, "hidden": cfg.hidden_size, "vocab": cfg.vocab_size,
+           "params": counts["total"], "active params": counts["active"],
+           "train tokens": result.log["tokens_seen"], "train time (s)": result.log["seconds"],
+           "val ppl": result.val_ppl, "unigram ppl": unigram, "from cache": result.from_cache}
+    if kind == "moe":
+        row["experts"] = f"{cfg.num_experts} routed, top-{cfg.num_experts_per_tok}, no shared"
+    return row
+
+
+# --------------------------------------------------------------------------------------------
+# the checks' verdicts
+
+
+def record_claims(ledger: C.Ledger, results: dict) -> None:
+    """Decide the page's checks from its results.
+
+    ``results``: ``smollm2_ppl``, ``ppl_chars``, ``ppl_context``, ``ppl_stride`` (SmolLM2's
+    perplexity and how it was measured; scored only over the whole document, ``ppl_chars == 0``),
+    ``dense_ppl``, ``moe_ppl`` and ``unigram`` (validation perplexities), ``top_k`` (rows of
+    :func:`top_k_sweep`) and ``moe_top_k`` (the k the MoE was trained at).
+    """
+    ppl = results["smollm2_ppl"]
+    if results["ppl_chars"] == 0:
+        ledger.record("smollm2_ppl", ppl, shown=f"{ppl:.2f} (context {results['ppl_context']}, stride {results['ppl_stride']})")
+    else:
+        ledger.untested("smollm2_ppl", f"this profile scores only the first {results['ppl_chars']:,} characters",
+                        shown=f"{ppl:.2f}")
+    uni = results["unigram"]
+    for cid, key in (("dense_learns", "dense_ppl"), ("moe_learns", "moe_ppl")):
+        v = results[key]
+        ledger.record(cid, v / uni, shown=f"{v:.1f} vs unigram {uni:.1f} ({v / uni:.2f}×)")
+    by_k = {r["top_k"]: r["val_ppl"] for r in results["top_k"]}
+    k = results["moe_top_k"]
+    if 1 in by_k and k in by_k:
+        top1, full = by_k[1], by_k[k]
+        ledger.record("experts_matter", top1 / full - 1, shown=f"top-1 {top1:.1f} vs top-{k} {full:.1f} (+{top1 / full - 1:.0%})")
+    else:
+        ledger.untested("experts_matter", "the top-k sweep lacks top-1 or the trained k")

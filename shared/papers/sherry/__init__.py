@@ -1,0 +1,31 @@
+"""Sherry: 1.25-bit 3:4-sparse ternary quantization (ACL 2026, arXiv 2601.07892).
+
+:mod:`.qat` is the training side (the 3:4 quantizer in torch, Arenas, trapping statistics, the
+packed deployment layer); the packed formats and kernels are :mod:`acl26.kernels.ternary`.
+:mod:`.decoder` builds decoders of real shapes in each format, :mod:`.speed` times them,
+:mod:`.paper` holds the paper's speed table, :mod:`.peers` llama.cpp's ternary types,
+:mod:`.kernel_bench` the kernel benchmarks, :mod:`.study` the chapter's experiments and verdicts.
+"""
+
+from acl26 import zoo
+from acl26.chapter import Chapter
+from acl26.papers.sherry import study
+from acl26.papers.sherry.qat import (MODES, PackedLinear, QATMonitor, QuantLinear, absmean, arenas_lambda,
+                                     effective_rank, quantize, quantized_layers, sparse34, to_packed, wrap)
+
+CHAPTER = Chapter(
+    id="sherry",
+    title="Sherry: Hardware-Efficient 1.25-Bit Ternary Quantization via Fine-grained Sparsification",
+    arxiv="2601.07892",
+    venue="ACL 2026 long 513",
+    cite="sherry2026",
+    spec=study.SPEC,
+    claims=tuple(study.CLAIMS),
+    record_claims=study.record_claims,
+    assets=("smollm2", *zoo.ASSETS),
+    benchmarks=study.benchmarks,
+    order=10,
+)
+
+__all__ = ["CHAPTER", "MODES", "PackedLinear", "QATMonitor", "QuantLinear", "absmean", "arenas_lambda", "effective_rank",
+           "quantize", "quantized_layers", "sparse34", "to_packed", "wrap"]

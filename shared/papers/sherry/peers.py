@@ -1,0 +1,67 @@
+"""Sherry (ACL 2026, arXiv 2601.07892): llama.cpp's ternary storage types beside ours.
+
+:func:`gguf_ternary_bits` gives the exact storage of TQ1_0 and TQ2_0 through the ``gguf``
+package's reference quantizers, the paper's STQ1_0 block, and our three formats.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from acl26.kernels import ternary as tn
+from acl26.papers.sherry.decoder import LABELS
+
+# --------------------------------------------------------------------------------------------
+# llama.cpp's ternary types, through the gguf package
+
+
+def gguf_ternary_bits(shape: tuple[int, int] = (4096, 4096), *, seed: int = 0) -> list[dict]:
+    """Exact storage of a ``shape`` ternary matrix in llama.cpp's TQ1_0 / TQ2_0, STQ1_0 and our formats.
+
+    One row per format: ``bits_per_weight`` counts everything stored (scales included),
+    ``stream_bits_per_weight`` the weight codes alone, ``scales`` says what the scales are.
+    TQ1_0 and TQ2_0 are quantized with the ``gguf`` package's reference quantizers
+    (``gguf.quants.quantize``) when it has them -- bits from the bytes it returns, and
+    ``roundtrip_exact`` says whether dequantizing gives the ternary matrix back -- else computed
+    from ``gguf.constants.GGML_QUANT_SIZES`` (weights and bytes per block; ``source`` says which).
+    STQ1_0 (the paper's llama.cpp block, sherry.md: 32 index bytes + 8 sign bytes + an fp16 scale
+    per 256 weights) is computed. Ours: :func:`acl26.kernels.ternary.bits_per_weight` with
+    float32 row scales.
+    """
+    import gguf
+    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    n_out, n_in = (int(v) for v in shape)
+    if n_out <= 0 or n_in <= 0 or n_in % 256:
+        raise ValueError(f"shape must be positive with n_in a multiple of 256 (the TQ block), got {shape}")
+    rng = np.random.default_rng(seed)
+    T = rng.integers(-1, 2, (n_out, n_in), dtype=np.int8).astype(np.float32)
+    n = n_out * n_in
+    rows = []
+    quants = getattr(gguf, "quants", None)
+    for name in ("TQ1_0", "TQ2_0"):
+        qtype = getattr(GGMLQuantizationType, name, None)
+        if qtype is None or qtype not in GGML_QUANT_SIZES:
+            continue
+        block, block_bytes = GGML_QUANT_SIZES[qtype]
+        row = dict(format=name, bits_per_weight=8 * block_bytes / block,
+                   stream_bits_per_weight=8 * (block_bytes - 2) / block, scales=f"fp16 per {block} weights",
+                   bytes=n // block * block_bytes, block_weights=block, block_bytes=block_bytes,
+                   source="gguf.constants.GGML_QUANT_SIZES (no reference quantizer in this gguf)",
+                   roundtrip_exact=None)
+        if quants is not None and hasattr(quants, name):
+            q = quants.quantize(T, qtype)
+            row.update(source="gguf.quants.quantize (the reference quantizer)", bytes=int(q.nbytes),
+                       bits_per_weight=8 * q.nbytes / n,
+                       roundtrip_exact=bool(np.array_equal(quants.dequantize(q, qtype).reshape(T.shape), T)))
+        rows.append(row)
+    rows.append(dict(format="STQ1_0", bits_per_weight=42 * 8 / 256, stream_bits_per_weight=40 * 8 / 256,
+                     scales="fp16 per 256 weights", bytes=n // 256 * 42, block_weights=256, block_bytes=42,
+                     source="sherry.md (llama.cpp PR #22836): qs[32] + sign[8] + fp16 scale", roundtrip_exact=None))
+    for fmt in ("sherry", "tl2", "i2"):
+        b = tn.bits_per_weight(fmt, (n_out, n_in), "row")
+        rows.append(dict(format=f"ours: {LABELS[fmt]}", bits_per_weight=b["total"],
+                         stream_bits_per_weight=b["streams"], scales="fp32 per row", bytes=b["bits"]["total"] // 8,
+                         block_weights=None, block_bytes=None, source="acl26.kernels.ternary.bits_per_weight",
+                         roundtrip_exact=None))
+    return rows

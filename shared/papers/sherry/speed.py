@@ -1,0 +1,240 @@
+"""Sherry (ACL 2026, arXiv 2601.07892): decode speed and model size at real model shapes.
+
+The paper's speed table (Intel i7-14700HX, bitnet.cpp-style kernels) gives tokens/s and model MB for
+a 0.7B and a 3B model in BF16, I2_S (2-bit), TL2 (1.67-bit) and Sherry (1.25-bit). Timing needs no
+trained weights, so this module builds transformer decoders of real shapes with RANDOM weights,
+stores every linear layer in one format, and times greedy decoding (one token at a time, with a KV
+cache) and a batched prefill. :func:`speed_table` returns one row per (shape, format);
+:func:`paper_table` holds the paper's rows as data and :func:`compare` puts the two side by side as
+same-machine ratios (Sherry vs I2, vs TL2, vs BF16), the only figures that carry across machines.
+
+The decoders themselves are :mod:`acl26.papers.sherry.decoder`; the paper's table and the
+comparison with it :mod:`acl26.papers.sherry.paper`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+import numpy as np
+
+from acl26 import checks, timing
+from acl26.papers.sherry.decoder import (FORMATS, LABELS, MB, PACKED, KVCache, Model, Shape, _check_format,
+                                         available_bytes, build_model, get_shape, model_bytes, random_embedding,
+                                         skip_reason)
+from acl26.papers.sherry.paper import _paper_speed_ratio, _ratio
+
+# --------------------------------------------------------------------------------------------
+# timing
+
+
+def _run_once(model: Model, cache: KVCache, context: int, tokens: int, prefill: bool,
+              rng: np.random.Generator) -> tuple[float | None, float, float]:
+    """One repeat: fill the cache with ``context`` tokens (prefill, timed, or random keys/values),
+    then decode ``tokens`` tokens greedily. Returns (prefill seconds or None, decode seconds, head seconds)."""
+    cache.reset()
+    prompt = rng.integers(0, model.shape.vocab, context)
+    t_prefill = None
+    if prefill:
+        t0 = time.perf_counter()
+        _, logits = model.forward(prompt, cache)
+        t_prefill = time.perf_counter() - t0
+        token = int(np.argmax(logits))
+    else:
+        cache.k[:, :, :context] = rng.standard_normal(cache.k[:, :, :context].shape, dtype=np.float32)
+        cache.v[:, :, :context] = rng.standard_normal(cache.v[:, :, :context].shape, dtype=np.float32)
+        cache.length = context
+        token = int(prompt[-1])
+    model.head_seconds = 0.0
+    t0 = time.perf_counter()
+    for _ in range(tokens):
+        _, logits = model.decode_step(token, cache)
+        token = int(np.argmax(logits))
+    return t_prefill, time.perf_counter() - t0, model.head_seconds
+
+
+
+
+
+def _size_fields(s: Shape, fmt: str) -> dict:
+    b = model_bytes(s, fmt)
+    return dict(weight_mb=b["linear"] / MB, embed_mb=b["embedding"] / MB, total_mb=b["total"] / MB,
+                bits_per_weight=8 * b["linear"] / s.linear_params,
+                stream_bits_per_weight=(8 * b["streams"] / s.linear_params) if fmt in PACKED else None,
+                linear_params=s.linear_params, total_params=s.params)
+
+
+def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FORMATS), *, tokens: int = 16,
+                repeats: int = 3, context: int = 64, prefill: bool = True, n_threads: int = 2,
+                max_gb: float = 10.0, interleave: bool = True, seed: int = 0,
+                progress: bool = True) -> list[dict]:
+    """Decode (and prefill) speed and size of every (shape, format); one row each.
+
+    For each shape the formats that fit (:func:`skip_reason`) are built -- the ternary formats and
+    bf16 share one bf16 embedding table -- and warmed up; then ``repeats`` rounds run, each timing
+    every format in turn, the order rotated by one each round (``interleave``; so ratios compare runs under the same machine load) or
+    each format alone and freed before the next (when ``interleave`` is False, or when all of a
+    shape's models would not fit in memory together). A round fills the KV cache with a
+    ``context``-token prompt through the GEMM path (timed: prefill tok/s; or, with ``prefill``
+    False, with random keys and values) and then decodes ``tokens`` tokens greedily (timed: decode
+    tok/s). Numba and PyTorch run on ``n_threads`` threads.
+
+    Row keys: ``shape``, ``paper_row``, ``format``, ``label``, ``status`` ("ok" / "skipped"),
+    ``reason`` (why skipped); medians over the rounds: ``decode_tok_s``, ``decode_ms`` (per token),
+    ``head_ms`` (per token in the output head), ``blocks_ms`` (per token in everything else),
+    ``prefill_tok_s`` (None without prefill), with every round's figures in ``decode_runs`` /
+    ``prefill_runs``; sizes from :func:`model_bytes` (MB = 2**20 bytes): ``weight_mb`` (linear
+    layers, with the ternary formats' row scales), ``embed_mb``, ``total_mb``, ``bits_per_weight``
+    (linear layers, scales included), ``stream_bits_per_weight`` (packed streams alone; None for
+    fp32 / bf16), ``linear_params``, ``total_params``; and ``tokens``, ``context``, ``repeats``,
+    ``threads``, ``interleaved``, ``build_s`` (building and warming up).
+    """
+    from tqdm import tqdm
+
+    if isinstance(shapes, (str, Shape)) or not isinstance(shapes, Sequence) or not shapes:
+        raise ValueError(f"shapes must be a non-empty list of shape names or Shapes, got {shapes!r}")
+    shape_objs = [get_shape(s, "shapes") for s in shapes]
+    if len({s.name for s in shape_objs}) != len(shape_objs):
+        raise ValueError(f"shapes must not repeat a shape (aliases count as the shape), got {list(shapes)}")
+    if isinstance(formats, str) or not isinstance(formats, Sequence) or not formats:
+        raise ValueError(f"formats must be a non-empty list of format names, got {formats!r}")
+    for f in formats:
+        _check_format(f, "formats")
+    if len(set(formats)) != len(formats):
+        raise ValueError(f"formats must not repeat a format, got {list(formats)}")
+    tokens = checks.integer("tokens", tokens, 1)
+    repeats = checks.integer("repeats", repeats, 1)
+    context = checks.integer("context", context, 1)
+    n_threads = checks.integer("n_threads", n_threads, 1)
+    checks.integer("seed", seed, 0)
+    if not (isinstance(max_gb, (int, float)) and not isinstance(max_gb, bool) and max_gb > 0):
+        raise ValueError(f"max_gb must be a positive number, got {max_gb!r}")
+
+    rows = []
+    jobs = [(s, f) for s in shape_objs for f in formats]
+    bar = tqdm(total=len(jobs) * (repeats + 1), desc="speed table", disable=not progress)
+    with timing.threads(n_threads):
+        for s in shape_objs:
+            reasons = {f: skip_reason(s, f, max_gb=max_gb) for f in formats}
+            todo = [f for f in formats if reasons[f] is None]
+            bf16_emb = [f for f in todo if f != "fp32"]
+            together = (sum(model_bytes(s, f)["total"] - (model_bytes(s, f)["embedding"] if f != "fp32" else 0)
+                            for f in todo) + (model_bytes(s, "bf16")["embedding"] if bf16_emb else 0))
+            avail = available_bytes()
+            inter = interleave and (avail is None or together <= 0.8 * avail)
+            results = {f: dict(prefill=[], decode=[], head=[], blocks=[], build_s=None) for f in todo}
+            shared: dict[str, Embedding] = {}
+
+            def build(f):
+                if f != "fp32" and "bf16" not in shared:
+                    shared["bf16"] = random_embedding(s, "bf16", seed=seed)
+                t0 = time.perf_counter()
+                m = build_model(s, f, seed=seed, embedding=shared.get("bf16") if f != "fp32" else None,
+                                progress=progress)
+                cache = m.new_cache(context + tokens)
+                _run_once(m, cache, min(context, 4), min(tokens, 2), prefill, np.random.default_rng(seed))  # warm
+                results[f]["build_s"] = time.perf_counter() - t0
+                bar.update(1)
+                return m, cache
+
+            def time_round(f, m, cache, r):
+                rng = np.random.default_rng([seed, r])
+                tp, td, th = _run_once(m, cache, context, tokens, prefill, rng)
+                if tp is not None:
+                    results[f]["prefill"].append(context / tp)
+                results[f]["decode"].append(tokens / td)
+                results[f]["head"].append(th / tokens)
+                results[f]["blocks"].append((td - th) / tokens)
+                bar.update(1)
+
+            if inter:
+                built = {f: build(f) for f in todo}
+                for r, order in enumerate(timing.rotations(todo, repeats)):  # the order rotates every round
+                    for f in order:
+                        time_round(f, *built[f], r)
+                del built
+            else:
+                for f in todo:
+                    m, cache = build(f)
+                    for r in range(repeats):
+                        time_round(f, m, cache, r)
+                    del m, cache
+            shared.clear()
+            for f in formats:
+                row = dict(shape=s.name, paper_row=s.paper_row, format=f, label=LABELS[f],
+                           status="ok" if reasons[f] is None else "skipped", reason=reasons[f] or "",
+                           tokens=tokens, context=context, repeats=repeats, threads=n_threads,
+                           interleaved=inter if reasons[f] is None else None, **_size_fields(s, f))
+                if reasons[f] is None:
+                    res = results[f]
+                    dec = timing.median(res["decode"])
+                    row.update(decode_tok_s=dec, decode_ms=1e3 / dec, head_ms=1e3 * timing.median(res["head"]),
+                               blocks_ms=1e3 * timing.median(res["blocks"]),
+                               prefill_tok_s=timing.median(res["prefill"]) if res["prefill"] else None,
+                               decode_runs=res["decode"], prefill_runs=res["prefill"], build_s=res["build_s"])
+                else:
+                    bar.update(repeats + 1)
+                    row.update(decode_tok_s=None, decode_ms=None, head_ms=None, blocks_ms=None,
+                               prefill_tok_s=None, decode_runs=[], prefill_runs=[], build_s=None)
+                rows.append(row)
+    bar.close()
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# benchmarks (acl26 bench sherry)
+
+
+def benchmarks(quick: bool = False) -> dict:
+    """Decode speed of every format at the LLaMA-3.2-1B shape (``quick``: the tiny shape), with goals.
+
+    Same JSON shape as :func:`acl26.ternary_bench.benchmarks`: rows (medians; ratio = tok/s over
+    BF16's) and goals (target, measured, met; time goals are not judged in a quick run). A format
+    that had to be skipped (memory) is reported as such, and goals that need it are not judged.
+    """
+    shape = "tiny" if quick else "llama-3.2-1b"
+    tokens, repeats, context = (16, 5, 16) if quick else (16, 3, 64)
+    table = speed_table([shape], list(FORMATS), tokens=tokens, repeats=repeats, context=context, progress=False)
+    t = {r["format"]: r for r in table}
+
+    rows = []
+    for key, what in (("decode_tok_s", "decode"), ("prefill_tok_s", f"prefill, {context} tokens")):
+        for f, r in t.items():
+            row = dict(benchmark=f"{what} {LABELS[f]}", shape=shape,
+                       median_s=(1 / r[key] if key == "decode_tok_s" else context / r[key]) if r[key] else None,
+                       ratio=_ratio(r[key], t["bf16"][key]), tok_s=r[key])
+            if key == "decode_tok_s":
+                row.update(head_ms=r["head_ms"], total_mb=r["total_mb"], weight_mb=r["weight_mb"])
+            if r["status"] != "ok":
+                row["note"] = f"skipped: {r['reason']}"
+            rows.append(row)
+    sh, i2, tl2, bf = (t[f]["decode_tok_s"] for f in ("sherry", "i2", "tl2", "bf16"))
+
+    def judged(ok, *needed):
+        return None if quick or any(v is None for v in needed) else bool(ok())
+
+    def show(x):
+        return "skipped" if x is None else f"{x:.2f}"
+
+    sb, ib = model_bytes(shape, "sherry"), model_bytes(shape, "i2")
+    goals = [
+        dict(goal="Sherry decodes faster than TL2 (1.67-bit)", target="tok/s(Sherry) > tok/s(TL2)",
+             measured=f"{show(sh)} vs {show(tl2)} tok/s ({show(_ratio(sh, tl2))}×; paper 0.7B "
+                      f"{_paper_speed_ratio('0.7B', 'sherry', 'tl2'):.2f}×)", met=judged(lambda: sh > tl2, sh, tl2)),
+        dict(goal="Sherry decodes at least as fast as I2 (2-bit)", target="tok/s(Sherry) ≥ tok/s(I2)",
+             measured=f"{show(sh)} vs {show(i2)} tok/s ({show(_ratio(sh, i2))}×; paper 0.7B "
+                      f"{_paper_speed_ratio('0.7B', 'sherry', 'i2'):.2f}×)", met=judged(lambda: sh >= i2, sh, i2)),
+        dict(goal="Sherry weight bytes = 62.5% of I2's", target="62.5% (packed streams)",
+             measured=f"{sb['streams'] / ib['streams']:.2%} of the streams; {sb['linear'] / ib['linear']:.2%} "
+                      f"with per-row scales; {sb['total'] / ib['total']:.2%} of the whole model (bf16 "
+                      f"embeddings and head)", met=abs(sb["streams"] / ib["streams"] - 0.625) < 1e-9),
+        dict(goal="Sherry decode speedup over BF16", target=f"reported (paper 0.7B: {_paper_speed_ratio('0.7B', 'sherry', 'bf16'):.2f}×)",
+             measured=f"{show(_ratio(sh, bf))}×", met=None),
+    ]
+    return {"title": "Sherry: decode speed at model shapes", "shape": shape, "rows": rows, "goals": goals,
+            "note": (f"Greedy decoding of {tokens} tokens after a {context}-token prefill through random-weight "
+                     f"models of the {shape} shape; medians of {repeats} rounds, each running every format in "
+                     "turn. Numba and PyTorch on 2 threads. Ratio = tok/s over BF16's. The ternary formats keep "
+                     "the embeddings and the output head in bf16."
+                     + (" Quick run: the tiny shape, so the time goals are not judged." if quick else ""))}

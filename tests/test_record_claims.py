@@ -1,0 +1,139 @@
+"""Every chapter's verdicts are decided by its record_claims, tested on synthetic results: for each
+claim one case where it holds and one where it fails (thresholds are fixed in acl26, not here)."""
+
+import copy
+
+import pytest
+
+from acl26 import claims as C
+from acl26 import registry
+
+# --------------------------------------------------------------------------------------------
+# synthetic results where every claim holds, and one change per claim that makes it fail
+
+
+def lopt_good():
+    ex = [dict(method="lopt", setting=s, exact=True) for s in ("default", "random", "adversarial")]
+    ex += [dict(method="lopt-paper-rule", setting=s, exact=True) for s in ("default", "random", "adversarial")]
+    ex += [dict(method=m, setting="random", exact=e) for m in ("naive", "overlap-ids", "delimiter") for e in (True, False)]
+    sw = [dict(rule=r, exact=True) for r in ("piece", "paper")]
+    n = 10_000_000
+
+    def row(method, workers, total, merge):
+        return dict(tokenizer="llama3", n_chars=n, repeat=0, method=method, workers=workers, total=total, split=0.0,
+                    encode=total - merge, merge=merge, same=True)
+
+    sp = [row("sequential", 1, 6.0, 0.0), row("lopt", 1, 3.5, 0.04), row("lopt", 2, 2.0, 0.02)]
+    return {"exactness": ex, "sweep": sw, "speed": sp}
+
+
+def _set(rows, where, **change):
+    for r in rows:
+        if all(r.get(k) == v for k, v in where.items()):
+            r.update(change)
+
+
+LOPT_FAIL = {
+    "exact": lambda r: _set(r["exactness"], dict(method="lopt", setting="random"), exact=False),
+    "paper_rule_default": lambda r: _set(r["exactness"], dict(method="lopt-paper-rule", setting="default"), exact=False),
+    "paper_rule_any": lambda r: _set(r["sweep"], dict(rule="paper"), exact=False),
+    "naive_lossy": lambda r: _set(r["exactness"], dict(method="naive"), exact=True),
+    "ids_lossy": lambda r: _set(r["exactness"], dict(method="overlap-ids"), exact=True),
+    "delim_lossy": lambda r: _set(r["exactness"], dict(method="delimiter"), exact=True),
+    "speedup": lambda r: _set(r["speed"], dict(method="lopt", workers=2), total=4.0),
+    "merge_cheap": lambda r: _set(r["speed"], dict(method="lopt", workers=2), merge=0.1),
+}
+
+
+def sherry_good():
+    def speed_row(fmt, tok_s, stream_bits, weight_mb, total_mb):
+        return dict(shape="bitnet-0.7b", format=fmt, status="ok", decode_tok_s=tok_s,
+                    stream_bits_per_weight=stream_bits, weight_mb=weight_mb, total_mb=total_mb)
+
+    return {
+        "bits": {"sherry": {"streams": 1.25, "scales": 0.0078}},
+        "speed": [speed_row("sherry", 50.0, 1.25, 100.0, 190.0), speed_row("i2", 40.0, 2.0, 160.0, 250.0),
+                  speed_row("tl2", 45.0, 5 / 3, 135.0, 225.0),
+                  dict(shape="bitnet-3b", format="sherry", status="skipped")],
+        "ptq": [dict(mode="fp", ppl=23.8), dict(mode="absmean", ppl=6.7e7), dict(mode="sparse34", ppl=1.5e6)],
+        "qat_ppl": {"fp": 237.0, "absmean": 242.0, "sparse34": 241.0, "sparse34+arenas": 240.0},
+        "trapping": [dict(variant=v, layer=l, **{"stuck share": s, "grad effective rank (mean)": 30.0})
+                     for v, s in (("absmean", 0.80), ("sparse34", 0.83), ("sparse34+arenas", 0.80))
+                     for l in ("q_proj", "up_proj")],
+        "packed": {"fake_ppl": 240.0, "packed_ppl": 240.00001},
+    }
+
+
+SHERRY_FAIL = {
+    "bits": lambda r: r["bits"]["sherry"].update(streams=1.3125),
+    "size": lambda r: _set(r["speed"], dict(format="sherry", shape="bitnet-0.7b"), stream_bits_per_weight=1.3125),
+    "speed_vs_tl2": lambda r: _set(r["speed"], dict(format="tl2"), decode_tok_s=55.0),
+    "speed_vs_i2": lambda r: _set(r["speed"], dict(format="i2"), decode_tok_s=51.0),
+    "ptq_collapses": lambda r: _set(r["ptq"], dict(mode="sparse34"), ppl=50.0),
+    "arenas_gain": lambda r: r["qat_ppl"].update({"sparse34+arenas": 245.0}),
+    "matches_158": lambda r: r["qat_ppl"].update({"sparse34+arenas": 240.0, "absmean": 200.0, "sparse34": 250.0}),
+    "trapping": lambda r: _set(r["trapping"], dict(variant="sparse34"), **{"stuck share": 0.79}),
+    "arenas_frees": lambda r: _set(r["trapping"], dict(variant="sparse34+arenas"), **{"stuck share": 0.825}),
+    "packed_exact": lambda r: r["packed"].update(packed_ppl=241.0),
+}
+
+
+def models_good():
+    return {"smollm2_ppl": 22.05, "ppl_chars": 0, "ppl_context": 2048, "ppl_stride": 1024, "dense_ppl": 251.5,
+            "moe_ppl": 255.2, "unigram": 889.2, "moe_top_k": 6,
+            "top_k": [dict(top_k=k, val_ppl=v) for k, v in ((1, 332.9), (2, 282.0), (6, 256.2))]}
+
+
+MODELS_FAIL = {
+    "smollm2_ppl": lambda r: r.update(smollm2_ppl=30.0),
+    "dense_learns": lambda r: r.update(dense_ppl=500.0),
+    "moe_learns": lambda r: r.update(moe_ppl=450.0),
+    "experts_matter": lambda r: _set(r["top_k"], dict(top_k=1), val_ppl=270.0),
+}
+
+CASES = {"lopt": (lopt_good, LOPT_FAIL), "sherry": (sherry_good, SHERRY_FAIL), "models": (models_good, MODELS_FAIL)}
+
+
+def verdicts(chapter_id, results):
+    ch = registry.get(chapter_id)
+    ledger = C.Ledger(ch.id, "book", list(ch.claims))
+    ch.record_claims(ledger, results)
+    assert not ledger.missing(), f"{chapter_id}: record_claims left claims unrecorded: {ledger.missing()}"
+    return {cid: e.holds for cid, e in ledger.entries.items()}
+
+
+def test_every_chapter_has_cases_for_every_claim():
+    assert set(CASES) == set(registry.CHAPTERS), "a chapter without synthetic cases for its record_claims"
+    for cid, (_, fail) in CASES.items():
+        assert set(fail) == {c.id for c in registry.get(cid).claims}, f"{cid}: a claim without a failing case"
+
+
+@pytest.mark.parametrize("chapter_id", list(CASES))
+def test_every_claim_holds_on_good_results(chapter_id):
+    good, _ = CASES[chapter_id]
+    assert set(verdicts(chapter_id, good()).values()) == {C.HOLDS}
+
+
+@pytest.mark.parametrize("chapter_id,claim_id", [(c, k) for c, (_, fail) in CASES.items() for k in fail])
+def test_each_claim_fails_on_its_failing_case(chapter_id, claim_id):
+    good, fail = CASES[chapter_id]
+    results = copy.deepcopy(good())
+    fail[claim_id](results)
+    got = verdicts(chapter_id, results)
+    assert got[claim_id] == C.FAILS, f"{chapter_id}.{claim_id}: expected 'no', got {got[claim_id]!r}"
+
+
+def test_untested_when_the_profile_cannot_test_a_claim():
+    r = lopt_good()
+    for row in r["speed"]:
+        row["n_chars"] = 300_000
+    got = verdicts("lopt", r)
+    assert got["speedup"] == got["merge_cheap"] == C.UNTESTED
+    m = models_good()
+    m["ppl_chars"] = 3000
+    assert verdicts("models", m)["smollm2_ppl"] == C.UNTESTED
+    s = sherry_good()
+    s["speed"] = [row for row in s["speed"] if row["format"] != "tl2"]
+    s["packed"] = None
+    got = verdicts("sherry", s)
+    assert got["size"] == got["speed_vs_i2"] == got["packed_exact"] == C.UNTESTED
