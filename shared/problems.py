@@ -217,7 +217,7 @@ def _reasoning_gym():
         raise ImportError(f"reasoning-gym=={REASONING_GYM_VERSION} is not installed; "
                           f"`pip install -e .` installs it (it is a dependency of acl26-repro)") from exc
     if installed != REASONING_GYM_VERSION:
-        raise ImportError(f"reasoning-gym {installed} is installed but acl26.data is tied to "
+        raise ImportError(f"reasoning-gym {installed} is installed but acl26.problems is tied to "
                           f"{REASONING_GYM_VERSION} (the gsm_symbolic template map); reinstall the pinned version")
     import reasoning_gym
 
@@ -242,7 +242,7 @@ def reasoning_gym_problems(task: str, size: int, seed: int, *, templates: Iterab
     rg = _reasoning_gym()
     if not isinstance(task, str) or task not in rg.factory.DATASETS:
         raise ValueError(f"task must be a reasoning-gym task name, got {task!r}; "
-                         f"see acl26.data.reasoning_gym_tasks()")
+                         f"see acl26.problems.reasoning_gym_tasks()")
     checks.integer("size", size, 1)
     checks.integer("seed", seed, 0)
     if templates is not None and task != "gsm_symbolic":

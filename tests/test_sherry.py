@@ -1,4 +1,4 @@
-"""Sherry's training side (acl26.sherry): the torch quantizers agree with the kernels, Arenas, STE,
+"""Sherry's training side (acl26.papers.sherry.qat): the torch quantizers agree with the kernels, Arenas, STE,
 trapping statistics, and the packed model computes what the fake-quantized one did (issue #5)."""
 
 import numpy as np

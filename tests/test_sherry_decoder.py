@@ -1,4 +1,4 @@
-"""acl26.sherry_speed: the decode step of every format against a float64 numpy twin and against the
+"""acl26.papers.sherry (decoder, speed, paper, peers): the decode step of every format against a float64 numpy twin and against the
 float32 model of the same (dequantized) weights; KV cache, sizes, the skip rule, the table's rows."""
 
 import math

@@ -189,7 +189,7 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
 def benchmarks(quick: bool = False) -> dict:
     """Decode speed of every format at the LLaMA-3.2-1B shape (``quick``: the tiny shape), with goals.
 
-    Same JSON shape as :func:`acl26.ternary_bench.benchmarks`: rows (medians; ratio = tok/s over
+    Same JSON shape as :func:`acl26.papers.sherry.kernel_bench.benchmarks`: rows (medians; ratio = tok/s over
     BF16's) and goals (target, measured, met; time goals are not judged in a quick run). A format
     that had to be skipped (memory) is reported as such, and goals that need it are not judged.
     """
