@@ -74,13 +74,38 @@ def _results(executed: Path, profile: str) -> dict[str, dict]:
     return out
 
 
-def _verdicts(result: dict) -> str:
-    rows = result.get("claims", [])
-    n = len(rows)
-    yes = sum(r["holds?"] == claims.HOLDS for r in rows)
-    no = sum(r["holds?"] == claims.FAILS for r in rows)
-    untested = n - yes - no
-    return f"{yes} of {n} hold, {no} do not, {untested} not tested"
+def _counts(rows: list[dict]) -> dict[str, int]:
+    return {v: sum(r["holds?"] == v for r in rows) for v in claims.VERDICTS}
+
+
+def _verdicts(result: dict, kind: str = "claim") -> str:
+    """E.g. "5 of 8 hold, 1 does not, 1 inconclusive, 1 not tested" (paper claims; checks apart)."""
+    rows = [r for r in result.get("claims", []) if r.get("kind", "claim") == kind]
+    if not rows:
+        return "no paper claims" if kind == "claim" else "no checks"
+    c = _counts(rows)
+    text = (f"{c[claims.HOLDS]} of {len(rows)} hold, {c[claims.FAILS]} do{'es' if c[claims.FAILS] == 1 else ''} not, "
+            f"{c[claims.INCONCLUSIVE]} inconclusive, {c[claims.UNTESTED]} not tested")
+    return text if kind == "claim" else f"checks: {text}"
+
+
+def _summary(result: dict) -> str:
+    checks = [r for r in result.get("claims", []) if r.get("kind", "claim") == "check"]
+    return _verdicts(result) + (f"; {_verdicts(result, 'check')}" if checks else "")
+
+
+def _decoded_shapes(result: dict | None) -> str:
+    """Which (shape, format) pairs the Sherry run decoded and which it skipped, from its results."""
+    rows = ((result or {}).get("metrics") or {}).get("speed") or []
+    if not rows:
+        return "*(the Sherry chapter has not run in this build)*\n"
+    lines = []
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        done = [r["format"] for r in rows if r["shape"] == shape and r["status"] == "ok"]
+        skipped = [f"{r['format']} ({r['reason']})" for r in rows if r["shape"] == shape and r["status"] != "ok"]
+        text = f"- `{shape}`: decoded in {', '.join(done) or 'no format'}"
+        lines.append(text + (f"; skipped: {'; '.join(skipped)}" if skipped else "") + ".")
+    return "\n".join(lines) + "\n"
 
 
 def generate(executed: Path, generated: Path, profile: str = "book") -> list[Path]:
@@ -101,7 +126,7 @@ def generate(executed: Path, generated: Path, profile: str = "book") -> list[Pat
             "chapter": f"[{paper.short_title}]({'executed/' + pid}.ipynb)",
             "paper": f"arXiv {paper.arxiv}" if paper.arxiv else "(shared page)",
             "profile": run.get("profile", "—"),
-            "claims": _verdicts(res) if res else "not run",
+            "claims": _summary(res) if res else "not run",
             "run time": f"{run['wall_s']:.0f} s" if run.get("wall_s") else "—",
         })
     planned = [f"{title} (arXiv {arxiv})" for pid, title, arxiv in PLANNED if pid not in registry.CHAPTERS]
@@ -109,20 +134,41 @@ def generate(executed: Path, generated: Path, profile: str = "book") -> list[Pat
     if planned:
         text += "\nChapters still to come (no placeholder pages): " + "; ".join(planned) + ".\n"
     written.append(io.write_text(generated / "intro_status.md", text))
+    written.append(io.write_text(generated / "intro_sherry_shapes.md", _decoded_shapes(results.get("sherry"))))
 
-    # claims ledger
+    # claims ledger: the paper claims of every chapter, the totals, then our own checks apart
     parts = []
+    all_claims = [c for res in results.values() for c in res.get("claims", []) if c.get("kind", "claim") == "claim"]
+    if all_claims:
+        tot = _counts(all_claims)
+        parts.append(f"**All chapters:** {len(all_claims)} paper claims: {tot[claims.HOLDS]} hold, "
+                     f"{tot[claims.FAILS]} do not hold, **{tot[claims.INCONCLUSIVE]} inconclusive**, "
+                     f"{tot[claims.UNTESTED]} not tested.\n")
+    check_parts = []
     for pid, paper in registry.CHAPTERS.items():
         res = results.get(pid)
-        parts.append(f"## {paper.short_title}\n")
         if not res:
+            parts.append(f"## {paper.short_title}\n")
             parts.append(f"*Not run with the `{profile}` profile yet (`acl26 run {pid}`).*\n")
             continue
-        parts.append(f"Profile `{res['profile']}`, run {res['started']} ({res['wall_s']:.0f} s). {_verdicts(res)}.\n")
-        rows = [{"claim (source)": f"{c['claim']} ({c['source']})", "paper": c["paper"],
-                 "ours": c["ours"] + (f" — {c['note']}" if c.get("note") else ""),
-                 "test": c["test"], "holds?": c["holds?"]} for c in res["claims"]]
-        parts.append(table(rows))
+        mine = [c for c in res["claims"] if c.get("kind", "claim") == "claim"]
+        checks_ = [c for c in res["claims"] if c.get("kind", "claim") == "check"]
+        if mine:
+            parts.append(f"## {paper.short_title}\n")
+            parts.append(f"Profile `{res['profile']}`, run {res['started']} ({res['wall_s']:.0f} s). {_verdicts(res)}.\n")
+            parts.append(table([{"claim (source)": f"{c['claim']} ({c['source']})", "paper": c["paper"],
+                                 "ours": c["ours"] + (f" — {c['note']}" if c.get("note") else ""),
+                                 "interval": c.get("interval", "—"), "test": c["test"], "holds?": c["holds?"]}
+                                for c in mine]))
+        if checks_:
+            check_parts.append(f"### {paper.short_title}\n")
+            check_parts.append(table([{"check": c["claim"], "ours": c["ours"] + (f" — {c['note']}" if c.get("note") else ""),
+                                       "interval": c.get("interval", "—"), "test": c["test"], "holds?": c["holds?"]}
+                                      for c in checks_]))
+    if check_parts:
+        parts.append("## Our own checks\n\nSanity checks of our models and code, not claims of any paper; they "
+                     "are not counted above.\n")
+        parts += check_parts
     written.append(io.write_text(generated / "claims.md", "\n".join(parts)))
 
     # performance
@@ -201,6 +247,22 @@ def build(root: Path) -> Path:
     return root / "_build" / "html" / "index.html"
 
 
+def _build_llamacpp() -> None:
+    """Build llama.cpp's timing tools once (Sherry's peer kernels); say so, and go on, if that fails."""
+    from acl26.papers.sherry import llamacpp
+
+    if llamacpp.available():
+        return
+    print("[acl26] building llama.cpp (Sherry's peer kernels; once, a few minutes)", flush=True)
+    t0 = time.perf_counter()
+    try:
+        llamacpp.build()
+        print(f"[acl26] llama.cpp built in {time.perf_counter() - t0:.0f} s", flush=True)
+    except llamacpp.LlamaCppMissing as exc:
+        print(f"[acl26] WARNING: llama.cpp not built, the Sherry chapter reports its comparison as not tested: {exc}",
+              flush=True)
+
+
 def main(profile: str = "book", *, do_run: bool = True, do_bench: bool = True, do_build: bool = True,
          papers: list[str] | None = None, force: list[str] | bool = ()) -> Path | None:
     """Fetch, run (cached), benchmark (cached), generate and build; see the module docstring.
@@ -222,6 +284,8 @@ def main(profile: str = "book", *, do_run: bool = True, do_bench: bool = True, d
     executed = root / paths.BOOK_EXECUTED
     t0 = time.perf_counter()
     assets.fetch()
+    if do_run and "sherry" in ids:
+        _build_llamacpp()
     build_state = {"notebooks": {}, "benchmarks": {}, "started": _dt.datetime.now(_dt.timezone.utc)
                    .isoformat(timespec="seconds")}
 

@@ -29,7 +29,7 @@ def test_holds_fails_and_untested(tmp_path, monkeypatch):
     assert [c["holds?"] for c in data["claims"]] == ["yes", "no", "not tested"]
     assert data["claims"][2]["note"] == "needs a GPU" and data["metrics"] == {"m": 1.5}
     table = ledger.table()
-    assert list(table.columns) == ["paper", "source", "ours", "test", "holds?", "note"]
+    assert list(table.columns) == ["paper", "source", "ours", "interval", "test", "holds?", "note"]
 
 
 def test_unknown_and_duplicate_claims():
@@ -44,3 +44,55 @@ def test_tests_describe_themselves():
     assert C.at_least(1.9).text == "ours ≥ 1.9"
     assert C.within(22.4, 0.1)(23.0) and not C.within(22.4, 0.1)(30)
     assert C.equals(1.0)(1.0) and not C.equals(1.0)(0.999)
+
+
+def test_interval_verdicts_hold_fail_or_are_inconclusive():
+    from acl26.stats import Interval
+
+    def iv(lo, hi):
+        return Interval((lo + hi) / 2, lo, hi, 0.95, "test", 10)
+
+    ledger = C.Ledger("demo", "smoke", CLAIMS)
+    assert ledger.record("a", 3, interval=iv(2.1, 3.9)).holds == C.HOLDS
+    assert ledger.record("a", 1, interval=iv(0.5, 1.9)).holds == C.FAILS
+    assert ledger.record("a", 2.5, interval=iv(1.5, 3.5)).holds == C.INCONCLUSIVE
+    # a tolerance: the whole interval inside it holds; one that contains the tolerance is inconclusive
+    assert ledger.record("b", 10, interval=iv(9.5, 10.5)).holds == C.HOLDS
+    assert ledger.record("b", 10, interval=iv(5.0, 15.0)).holds == C.INCONCLUSIVE
+    assert ledger.record("b", 20, interval=iv(15.0, 25.0)).holds == C.FAILS
+    entry = ledger.record("a", 3, interval=iv(2.1, 3.9))
+    assert "[2.1, 3.9]" in ledger.rows()[0]["interval"] and entry.interval.n == 10
+    assert ledger.record("a", 3).interval is None  # a point value is decided as it is
+
+
+def test_checks_are_shown_apart_from_claims():
+    mixed = CLAIMS[:1] + [C.Claim("k", "the model learns", "—", "ours", C.at_most(0.5), kind="check")]
+    ledger = C.Ledger("demo", "smoke", mixed)
+    ledger.record("a", 3)
+    ledger.record("k", 0.3)
+    assert list(ledger.table().index) == ["A is at least 2"]
+    assert list(ledger.checks_table().index) == ["the model learns"]
+    with pytest.raises(ValueError, match="kind"):
+        C.Claim("x", "x", "x", "x", C.at_least(1), kind="opinion")
+
+
+def test_paired_bootstrap_and_seed_interval():
+    import numpy as np
+
+    from acl26 import stats
+
+    rng = np.random.default_rng(0)
+    base = rng.normal(5.0, 0.3, 200)
+    better = base - 0.05 + rng.normal(0, 0.01, 200)  # paired: the same blocks, a small consistent gain
+    iv = stats.paired_bootstrap(better, base, "mean_diff")
+    assert iv.hi < 0 and iv.lo < iv.estimate < iv.hi and iv.n == 200
+    ratio = stats.paired_bootstrap(better, base, "ppl_ratio")
+    assert ratio.hi < 1 and abs(ratio.estimate - np.exp(better.mean() - base.mean())) < 1e-12
+    same = stats.paired_bootstrap(base, base)
+    assert same.lo == same.hi == 0.0
+    s = stats.seed_interval([1.0, 1.2, 0.8])
+    assert s.lo < 1.0 < s.hi and s.method == "t over seeds"
+    with pytest.raises(ValueError, match="at least 2"):
+        stats.seed_interval([1.0])
+    r = stats.repeat_range([2.0, 1.8, 2.1])
+    assert (r.estimate, r.lo, r.hi) == (2.0, 1.8, 2.1)

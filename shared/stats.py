@@ -1,0 +1,110 @@
+"""Intervals for noisy verdicts: a paired bootstrap over evaluation blocks, a t-interval over seeds,
+and the range over timing repeats.
+
+Each returns an :class:`Interval` (estimate, lower and upper bound, level, how it was made, how
+many units it rests on) that :meth:`acl26.claims.Ledger.record` decides a claim on: the claim
+holds when the whole interval passes its test, does not hold when the whole interval fails it, and
+is inconclusive otherwise. The bootstrap is ``scipy.stats.bootstrap`` (BCa, paired resampling of
+the same blocks for both arms), not a reimplementation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from acl26 import checks
+
+
+@dataclass(frozen=True)
+class Interval:
+    estimate: float
+    lo: float
+    hi: float
+    level: float  # e.g. 0.95; 1.0 for the full range over repeats
+    method: str  # "paired bootstrap over blocks", "t over seeds", "range over repeats", ...
+    n: int  # blocks, seeds or repeats
+
+    def __post_init__(self):
+        if not self.lo <= self.hi:
+            raise ValueError(f"interval bounds out of order: {self.lo} > {self.hi}")
+
+    def describe(self, fmt: str = "{:.3g}") -> str:
+        """E.g. ``[0.97, 1.02] (95% paired bootstrap over 64 blocks)``."""
+        level = "" if self.level >= 1 else f"{self.level:.0%} "
+        return f"[{fmt.format(self.lo)}, {fmt.format(self.hi)}] ({level}{self.method}, n = {self.n})"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _level(level: float) -> float:
+    return checks.number("level", level, 0, 1, lo_open=True, hi_open=True)
+
+
+def _statistic(name: str | Callable) -> Callable:
+    """A paired statistic of the per-block values ``a`` and ``b`` (vectorised over resamples)."""
+    if callable(name):
+        return name
+    if name == "mean_diff":
+        return lambda a, b, axis=-1: np.mean(a, axis=axis) - np.mean(b, axis=axis)
+    if name == "ppl_ratio":  # per-block mean NLLs -> exp(mean NLL a - mean NLL b): the ratio of perplexities
+        return lambda a, b, axis=-1: np.exp(np.mean(a, axis=axis) - np.mean(b, axis=axis))
+    if name == "ratio_of_means":
+        return lambda a, b, axis=-1: np.mean(a, axis=axis) / np.mean(b, axis=axis)
+    raise ValueError(f"statistic must be 'mean_diff', 'ppl_ratio', 'ratio_of_means' or a callable, got {name!r}")
+
+
+def paired_bootstrap(a: Sequence[float], b: Sequence[float], statistic: str | Callable = "mean_diff", *,
+                     level: float = 0.95, n_resamples: int = 4999, seed: int = 0) -> Interval:
+    """A BCa bootstrap interval of ``statistic(a, b)`` resampling the same units (blocks) for both arms.
+
+    ``a[i]`` and ``b[i]`` are measured on the same unit (e.g. the mean NLL of validation block ``i``
+    under two models). ``statistic``: ``"mean_diff"``, ``"ppl_ratio"`` (``a`` and ``b`` are per-block
+    mean NLLs in nats; the ratio of the two perplexities), ``"ratio_of_means"`` or a callable
+    ``f(a, b, axis)``.
+    """
+    from scipy import stats as sps
+
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.ndim != 1 or a.shape != b.shape or a.size < 2:
+        raise ValueError(f"a and b must be 1-D of the same length >= 2, got {a.shape} and {b.shape}")
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        raise ValueError("a and b must be finite")
+    checks.integer("n_resamples", n_resamples, 99)
+    stat = _statistic(statistic)
+    est = float(stat(a, b))
+    if np.array_equal(a, b) or (np.ptp(a) == 0 and np.ptp(b) == 0):  # no spread: the interval is the point
+        return Interval(est, est, est, _level(level), "paired bootstrap over blocks", int(a.size))
+    res = sps.bootstrap((a, b), stat, paired=True, vectorized=True, confidence_level=_level(level),
+                        n_resamples=n_resamples, method="BCa", rng=np.random.default_rng(seed))
+    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    if not (math.isfinite(lo) and math.isfinite(hi)):  # BCa can fail on degenerate data; fall back to percentile
+        res = sps.bootstrap((a, b), stat, paired=True, vectorized=True, confidence_level=_level(level),
+                            n_resamples=n_resamples, method="percentile", rng=np.random.default_rng(seed))
+        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return Interval(est, min(lo, est), max(hi, est), _level(level), "paired bootstrap over blocks", int(a.size))
+
+
+def seed_interval(values: Sequence[float], *, level: float = 0.95) -> Interval:
+    """Mean and Student-t interval over independent seeds (at least 2)."""
+    from scipy import stats as sps
+
+    x = np.asarray(values, dtype=np.float64)
+    if x.ndim != 1 or x.size < 2 or not np.isfinite(x).all():
+        raise ValueError(f"values must be at least 2 finite numbers (one per seed), got {list(values)!r}")
+    mean = float(x.mean())
+    half = float(sps.t.ppf(0.5 + _level(level) / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
+    return Interval(mean, mean - half, mean + half, _level(level), "t over seeds", int(x.size))
+
+
+def repeat_range(values: Sequence[float]) -> Interval:
+    """Median and full range (min to max) over timing repeats: the conservative interval of a speed figure."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.ndim != 1 or x.size < 1 or not np.isfinite(x).all():
+        raise ValueError(f"values must be at least 1 finite number, got {list(values)!r}")
+    return Interval(float(np.median(x)), float(x.min()), float(x.max()), 1.0, "range over repeats", int(x.size))
