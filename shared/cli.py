@@ -73,6 +73,12 @@ def _cmd_book(args) -> None:
               do_build=not args.skip_build, papers=args.papers or None, force=force)
 
 
+def _cmd_build_llamacpp(args) -> None:
+    from acl26.papers.sherry import llamacpp
+
+    print(f"llama.cpp built in {llamacpp.build(force=args.force)}")
+
+
 def _cmd_sync(args) -> None:
     from acl26 import sync
 
@@ -124,6 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="execute notebooks and benchmarks again although their inputs are unchanged "
                         "(all, or the papers named)")
     p.set_defaults(func=_cmd_book)
+
+    p = sub.add_parser("build-llamacpp", help="build llama.cpp's timing tools (Sherry's peer kernels) into the cache")
+    p.add_argument("--force", action="store_true", help="build again even if built")
+    p.set_defaults(func=_cmd_build_llamacpp)
 
     p = sub.add_parser("sync", help="write every notebook's parameters cell and book/_toc.yml from the registry")
     p.add_argument("--check", action="store_true", help="write nothing; fail if anything is stale")

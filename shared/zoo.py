@@ -41,23 +41,26 @@ SPEC = ParamSpec(
         Param("moe_steps", int, "MoE LM: training steps", min=1),
         Param("batch_size", int, "training batch (blocks)", min=1),
         Param("lr", float, "peak learning rate (AdamW, cosine)", min=1e-6, max=1.0),
-        Param("bf16", bool, "bf16 autocast in training (fp32 weights; validation in fp32)"),
-        Param("seed", int, "random seed", min=0),
+        Param("bf16", bool, "bf16 autocast in training where the CPU computes bf16 natively, else fp32 (fp32 weights; validation in fp32)"),
+        Param("seed", int, "random seed of the shared models the chapters use", min=0),
+        Param("extra_seeds", list, "further seeds of both LMs, trained once to measure the spread across seeds",
+              elem=int, min_len=0),
     ),
     profiles={
         "book": dict(ppl_chars=0, ppl_context=2048, ppl_stride=1024, vocab_size=8192, block_size=256, val_blocks=256,
                      dense_hidden=256, dense_layers=6, dense_intermediate=688, dense_steps=220,
                      moe_hidden=256, moe_layers=6, moe_experts=32, moe_top_k=6, moe_expert_intermediate=128,
-                     moe_steps=250, batch_size=16, lr=2e-3, bf16=True, seed=0),
+                     moe_steps=250, batch_size=16, lr=2e-3, bf16=True, seed=0, extra_seeds=[]),
         "smoke": dict(ppl_chars=3000, ppl_context=256, ppl_stride=128, vocab_size=1024, block_size=64, val_blocks=16,
                       dense_hidden=32, dense_layers=2, dense_intermediate=64, dense_steps=20,
                       moe_hidden=32, moe_layers=2, moe_experts=8, moe_top_k=3, moe_expert_intermediate=16,
-                      moe_steps=20, batch_size=8),
-        "paper": dict(dense_steps=2000, moe_steps=2000, val_blocks=1024),
+                      moe_steps=20, batch_size=8, extra_seeds=[1]),
+        "paper": dict(dense_steps=2000, moe_steps=2000, val_blocks=1024, extra_seeds=[1, 2]),
     },
     checks=(
         ("moe_top_k must not exceed moe_experts", lambda p: p["moe_top_k"] <= p["moe_experts"]),
         ("ppl_stride must not exceed ppl_context", lambda p: p["ppl_stride"] <= p["ppl_context"]),
+        ("extra_seeds must be >= 0 and differ from seed", lambda p: all(s >= 0 and s != p["seed"] for s in p["extra_seeds"])),
     ),
 )
 
@@ -93,12 +96,14 @@ def train_config(kind: str, params: dict) -> training.TrainConfig:
                                 warmup_frac=0.05, bf16=params["bf16"])
 
 
-def trained(kind: str, profile: str = "book", overrides: dict | None = None, *, progress: bool = True):
+def trained(kind: str, profile: str = "book", overrides: dict | None = None, *, seed: int | None = None,
+            progress: bool = True):
     """The shared ``kind`` ("dense" or "moe") LM of ``profile``: trained once, then from the cache.
 
-    Returns ``(TrainResult, tokenizer, corpus)``.
+    ``seed`` (default: the profile's ``seed``) picks another training seed, e.g. one of
+    ``extra_seeds``. Returns ``(TrainResult, tokenizer, corpus)``.
     """
-    params = SPEC.resolve(profile, overrides)
+    params = SPEC.resolve(profile, {**(overrides or {}), **({"seed": seed, "extra_seeds": []} if seed is not None else {})})
     tok, corp = corpus(params)
     train_blocks = torch.from_numpy(corp.blocks("train"))
     val = torch.from_numpy(corp.blocks("validation")[: params["val_blocks"]])

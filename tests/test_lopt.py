@@ -64,6 +64,8 @@ def test_identical_on_real_text_slices(tok, name):
         overlap = rng.randint(2, min(chunk - 1, 512))
         ids, st_ = lopt.encode(tok, piece, chunk_chars=chunk, overlap_chars=overlap, return_stats=True)
         assert ids == tok.encode(piece, add_special_tokens=False), (name, start, n, chunk, overlap)
+        if n >= 2 * chunk and not st_.fallback:  # long enough to split: the merge path ran
+            assert not st_.sequential and st_.n_chunks > 1, st_
 
 
 def test_added_token_longer_than_the_overlap_is_never_cut():
@@ -260,6 +262,10 @@ def test_other_tokenizer_families(kind):
     big = texts.load("moby-dick")[:200_000]
     ids, stats = lopt.encode(tk, big, chunk_chars=8192, overlap_chars=256, return_stats=True)
     assert ids == tk.encode(big, add_special_tokens=False).ids
+    if kind == "wordpiece":  # a splitting pre-tokenizer: the merge path must have run
+        assert not stats.sequential and stats.n_chunks > 1 and len(stats.cuts) == stats.n_chunks - 1, stats
+    else:  # Unigram without a splitting pre-tokenizer: sequential up front, and it says why
+        assert stats.sequential and "no provable piece boundary" in stats.reason
 
 
 def test_unigram_without_pre_tokenizer_goes_sequential():
@@ -297,3 +303,16 @@ def test_speed_summary_and_decomposition_separate_chunking_from_parallelism():
     assert d["speedup"] == pytest.approx(4.0) and d["chunking"] == pytest.approx(2.0) and d["parallel"] == pytest.approx(2.0)
     assert d["chunking"] * d["parallel"] == pytest.approx(d["speedup"])
     assert "already 2.00× faster" in d["reading"] and "at most the worker count" in d["reading"]
+
+
+def test_a_tokenizers_implementations_wrapper_is_accepted():
+    """PreTrainedTokenizerFast(tokenizer_object=ByteLevelBPETokenizer(...)) wraps a BaseTokenizer."""
+    from tokenizers.implementations import ByteLevelBPETokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(texts.load("moby-dick")[:200_000].splitlines(), vocab_size=600, show_progress=False)
+    text = texts.load("moby-dick")[:60_000]
+    for tk in (bpe, PreTrainedTokenizerFast(tokenizer_object=bpe)):
+        ids, st = lopt.encode(tk, text, chunk_chars=4096, overlap_chars=128, return_stats=True)
+        assert ids == lopt.sequential_ids(tk, text) and not st.sequential and st.n_chunks > 1

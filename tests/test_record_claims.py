@@ -23,7 +23,9 @@ def lopt_good():
         return dict(tokenizer="llama3", n_chars=n, repeat=0, method=method, workers=workers, total=total, split=0.0,
                     encode=total - merge, merge=merge, same=True)
 
-    sp = [row("sequential", 1, 6.0, 0.0), row("lopt", 1, 3.5, 0.04), row("lopt", 2, 2.0, 0.02)]
+    sp = [row("sequential", 1, 6.0, 0.0), row("backend", 1, 5.0, 0.0), row("lopt", 1, 4.0, 0.04),
+          row("lopt", 2, 2.0, 0.02)]
+    ex.append(dict(method="lopt", setting="adversarial", exact=True, sequential=True))  # counted apart
     return {"exactness": ex, "sweep": sw, "speed": sp}
 
 
@@ -40,14 +42,14 @@ LOPT_FAIL = {
     "naive_lossy": lambda r: _set(r["exactness"], dict(method="naive"), exact=True),
     "ids_lossy": lambda r: _set(r["exactness"], dict(method="overlap-ids"), exact=True),
     "delim_lossy": lambda r: _set(r["exactness"], dict(method="delimiter"), exact=True),
-    "speedup": lambda r: _set(r["speed"], dict(method="lopt", workers=2), total=4.0),
+    "speedup": lambda r: _set(r["speed"], dict(method="lopt", workers=2), total=3.0),
     "merge_cheap": lambda r: _set(r["speed"], dict(method="lopt", workers=2), merge=0.1),
 }
 
 
 def sherry_good():
     def speed_row(fmt, tok_s, stream_bits, weight_mb, total_mb):
-        return dict(shape="bitnet-0.7b", format=fmt, status="ok", decode_tok_s=tok_s,
+        return dict(shape="bitnet-0.7b", paper_row="0.7B", format=fmt, status="ok", decode_tok_s=tok_s,
                     stream_bits_per_weight=stream_bits, weight_mb=weight_mb, total_mb=total_mb)
 
     return {
@@ -61,14 +63,17 @@ def sherry_good():
                      for v, s in (("absmean", 0.80), ("sparse34", 0.83), ("sparse34+arenas", 0.80))
                      for l in ("q_proj", "up_proj")],
         "packed": {"fake_ppl": 240.0, "packed_ppl": 240.00001},
+        "llamacpp_gemv": [dict(format=f, round=r, us=us, shape="4096x14336", threads=1)
+                          for r in (0, 1) for f, us in (("sherry", 800.0), ("TQ2_0", 970.0), ("TQ1_0", 2000.0))],
     }
 
 
 SHERRY_FAIL = {
     "bits": lambda r: r["bits"]["sherry"].update(streams=1.3125),
-    "size": lambda r: _set(r["speed"], dict(format="sherry", shape="bitnet-0.7b"), stream_bits_per_weight=1.3125),
+    "size": lambda r: _set(r["speed"], dict(format="sherry", shape="bitnet-0.7b"), total_mb=240.0),
     "speed_vs_tl2": lambda r: _set(r["speed"], dict(format="tl2"), decode_tok_s=55.0),
     "speed_vs_i2": lambda r: _set(r["speed"], dict(format="i2"), decode_tok_s=51.0),
+    "speed_vs_ggml": lambda r: _set(r["llamacpp_gemv"], dict(format="TQ2_0"), us=700.0),
     "ptq_collapses": lambda r: _set(r["ptq"], dict(mode="sparse34"), ppl=50.0),
     "arenas_gain": lambda r: r["qat_ppl"].update({"sparse34+arenas": 245.0}),
     "matches_158": lambda r: r["qat_ppl"].update({"sparse34+arenas": 240.0, "absmean": 200.0, "sparse34": 250.0}),
@@ -135,5 +140,60 @@ def test_untested_when_the_profile_cannot_test_a_claim():
     s = sherry_good()
     s["speed"] = [row for row in s["speed"] if row["format"] != "tl2"]
     s["packed"] = None
+    s["llamacpp_gemv"] = None
+    assert verdicts("sherry", s)["speed_vs_ggml"] == C.UNTESTED
     got = verdicts("sherry", s)
-    assert got["size"] == got["speed_vs_i2"] == got["packed_exact"] == C.UNTESTED
+    assert got["speed_vs_i2"] == got["packed_exact"] == C.UNTESTED and got["size"] == C.HOLDS
+    s["speed"] = [row for row in s["speed"] if row["format"] != "i2"]
+    assert verdicts("sherry", s)["size"] == C.UNTESTED
+
+
+def test_sherry_accuracy_ratios_are_decided_on_a_block_bootstrap_when_given():
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    base = rng.normal(5.5, 0.2, 64)
+    r = sherry_good()
+    r["qat_block_nll"] = {"sparse34": list(base), "absmean": list(base + 0.002 + rng.normal(0, 0.003, 64)),
+                          "sparse34+arenas": list(base - 0.01 + rng.normal(0, 0.003, 64))}
+    got = verdicts("sherry", r)
+    assert got["arenas_gain"] == C.HOLDS and got["matches_158"] == C.HOLDS
+    r["qat_block_nll"]["sparse34+arenas"] = list(base + rng.normal(0, 0.02, 64))  # no consistent difference
+    assert verdicts("sherry", r)["arenas_gain"] == C.INCONCLUSIVE
+
+
+def test_models_checks_are_decided_across_seeds_when_there_are_several():
+    m = models_good()
+    m["seeds"] = [{"dense / unigram": 0.28, "moe / unigram": 0.29, "top-1 cost": c} for c in (0.30, 0.13, 0.2)]
+    got = verdicts("models", m)
+    assert got["experts_matter"] == C.INCONCLUSIVE  # mean 0.21, but three seeds spread it below 0.10
+    m["seeds"] = [{"dense / unigram": 0.28, "moe / unigram": 0.29, "top-1 cost": c} for c in (0.30, 0.28, 0.31)]
+    assert verdicts("models", m)["experts_matter"] == C.HOLDS
+
+
+def test_lopt_exactness_counts_only_merged_runs_and_speed_can_be_inconclusive():
+    r = lopt_good()
+    r["exactness"].append(dict(method="lopt", setting="random", exact=False, sequential=True))
+    ch = registry.get("lopt")
+    ledger = C.Ledger("lopt", "book", list(ch.claims))
+    ch.record_claims(ledger, r)
+    e = ledger.entries["exact"]
+    assert e.holds == C.HOLDS and "merged runs" in e.shown and "counted apart" in e.note
+    # a second repeat whose parallel factor is below the threshold: the range straddles it
+    extra = [dict(row, repeat=1) for row in r["speed"]]
+    _set(extra, dict(method="lopt", workers=2), total=2.4)  # 4.0 / 2.4 = 1.67
+    r["speed"] += extra
+    assert verdicts("lopt", r)["speedup"] == C.INCONCLUSIVE
+
+
+def test_sherry_claims_across_seeds_are_decided_on_the_seed_interval():
+    r = sherry_good()
+    r["qat_seeds"] = {"absmean": {0: 242.0, 1: 243.0, 2: 241.0}, "sparse34": {0: 241.0, 1: 242.0, 2: 240.0},
+                      "sparse34+arenas": {0: 240.0, 1: 241.0, 2: 239.0}}
+    r["trapping"] = [dict(variant=v, seed=s, layer="q_proj", **{"stuck share": sh + 0.001 * s,
+                                                                "grad effective rank (mean)": 30.0})
+                     for v, sh in (("absmean", 0.80), ("sparse34", 0.83), ("sparse34+arenas", 0.80)) for s in (0, 1, 2)]
+    got = verdicts("sherry", r)
+    assert got["arenas_gain"] == got["matches_158"] == got["trapping"] == got["arenas_frees"] == C.HOLDS
+    r["qat_seeds"]["sparse34+arenas"] = {0: 239.0, 1: 243.0, 2: 241.5}  # better on one seed, worse on another
+    assert verdicts("sherry", r)["arenas_gain"] == C.INCONCLUSIVE

@@ -65,3 +65,61 @@ def gguf_ternary_bits(shape: tuple[int, int] = (4096, 4096), *, seed: int = 0) -
                          block_weights=None, block_bytes=None, source="acl26.kernels.ternary.bits_per_weight",
                          roundtrip_exact=None))
     return rows
+
+
+# --------------------------------------------------------------------------------------------
+# llama.cpp's TQ1_0 / TQ2_0 kernels, timed beside ours
+
+
+def gemv_vs_llamacpp(shape: tuple[int, int] = (4096, 14336), *, rounds: int = 3, calls: int = 20,
+                     seed: int = 0) -> list[dict]:
+    """One matrix-vector product at ``shape`` (rows x inputs) on llama.cpp's thread count
+    (:data:`acl26.papers.sherry.llamacpp.PERF_THREADS`): our Sherry, TL2 and I2 kernels against ggml's
+    TQ1_0 and TQ2_0 (``test-backend-ops perf``), ``rounds`` rounds whose order (ours first, or
+    llama.cpp first) alternates. Returns one row per (format, round): ``format``, ``source``
+    ("ours" / "llama.cpp"), ``round``, ``us`` (microseconds per product; ours the median of
+    ``calls`` calls in the round, llama.cpp's its own mean over its runs), ``threads``, ``shape``.
+    """
+    from acl26 import checks, timing
+    from acl26.papers.sherry import llamacpp
+
+    llamacpp.require()
+    n_out, n_in = (checks.integer("shape", v, 16) for v in shape)
+    checks.integer("rounds", rounds, 1)
+    threads = llamacpp.PERF_THREADS
+    rng = np.random.default_rng(seed)
+    W = rng.standard_normal((n_out, n_in), dtype=np.float32)
+    T34, row_scale = tn.sparse_ternarize(W)
+    T158, g = tn.absmean_ternarize(W)
+    del W
+    packed = {"sherry": (tn.pack_sherry(T34), row_scale), "tl2": (tn.pack_tl2(T158), g), "i2": (tn.pack_i2(T158), g)}
+    x = rng.standard_normal(n_in, dtype=np.float32)
+    ours = {f: (lambda f=f: tn.gemv(f, packed[f][0], packed[f][1], x, parallel=threads > 1)) for f in packed}
+    rows = []
+    with timing.threads(threads):
+        for r in range(rounds):
+            steps = ["ours", "peer"] if r % 2 == 0 else ["peer", "ours"]
+            for step in steps:
+                if step == "ours":
+                    times = timing.interleaved(ours, rounds=1, calls=calls)
+                    rows += [dict(format=f, source="ours", round=r, us=1e6 * timing.median(v), threads=threads,
+                                  shape=f"{n_out}x{n_in}") for f, v in times.items()]
+                else:
+                    for p in llamacpp.mul_mat_perf(("tq1_0", "tq2_0"), m=n_out, k=n_in, n=1):
+                        rows.append(dict(format=p["type_a"].upper(), source="llama.cpp", round=r, us=p["us_per_run"],
+                                         threads=threads, shape=f"{n_out}x{n_in}"))
+    return rows
+
+
+def gemv_summary(rows: list[dict]) -> list[dict]:
+    """Median and range over rounds of each format of :func:`gemv_vs_llamacpp`."""
+    from acl26 import stats
+
+    out = []
+    for fmt in dict.fromkeys(r["format"] for r in rows):
+        xs = [r["us"] for r in rows if r["format"] == fmt]
+        iv = stats.repeat_range(xs)
+        src = next(r["source"] for r in rows if r["format"] == fmt)
+        out.append(dict(format=fmt, source=src, median_us=iv.estimate, min_us=iv.lo, max_us=iv.hi, rounds=iv.n,
+                        threads=rows[0]["threads"], shape=rows[0]["shape"]))
+    return out

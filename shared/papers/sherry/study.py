@@ -20,6 +20,7 @@ import torch
 from acl26 import claims as C
 from acl26 import evaluation, models, training, zoo
 from acl26.papers.sherry import decoder, kernel_bench, speed
+from acl26.papers.sherry import paper as sherry_paper
 from acl26.papers.sherry import qat as sherry
 from acl26.params import Param, ParamSpec
 
@@ -39,6 +40,7 @@ SPEC = ParamSpec(
               choices=tuple(decoder.FORMATS)),
         Param("speed_tokens", int, "decode steps timed per (shape, format)", min=1),
         Param("speed_repeats", int, "timing repeats (medians are reported)", min=1),
+        Param("peer_rounds", int, "rounds of the GEMV comparison with llama.cpp's TQ1_0 / TQ2_0 (when built)", min=1),
         Param("ptq_chars", int, "characters of the 2016 State of the Union scored with SmolLM2 (0: all)", min=0),
         Param("models_profile", str, "profile of the shared dense LM to start QAT from", choices=("smoke", "book", "paper")),
         Param("variants", list, "QAT variants, all trained for the same steps", elem=str, choices=tuple(VARIANTS)),
@@ -46,28 +48,37 @@ SPEC = ParamSpec(
         Param("qat_lr", float, "QAT peak learning rate", min=1e-6, max=1.0),
         Param("eval_blocks", int, "validation blocks for the reported perplexities", min=1),
         Param("track_every", int, "steps between weight-trapping snapshots", min=1),
-        Param("seed", int, "random seed", min=0),
+        Param("seeds", list, "QAT seeds: every variant is trained once per seed, on that seed's batches", elem=int),
     ),
     profiles={
         "book": dict(speed_shapes=["bitnet-0.7b", "llama-3.2-1b", "bitnet-3b"],
                      speed_formats=["fp32", "bf16", "i2", "tl2", "sherry"], speed_tokens=8, speed_repeats=3,
-                     ptq_chars=0, models_profile="book", variants=list(VARIANTS), qat_steps=90, qat_lr=1e-3,
-                     eval_blocks=64, track_every=10, seed=0),
-        "smoke": dict(speed_shapes=["tiny"], speed_tokens=3, speed_repeats=1, ptq_chars=2000,
-                      models_profile="smoke", qat_steps=6, eval_blocks=4, track_every=2),
-        "paper": dict(speed_tokens=32, speed_repeats=5, qat_steps=1000, eval_blocks=256),
+                     peer_rounds=3, ptq_chars=0, models_profile="book", variants=list(VARIANTS), qat_steps=90, qat_lr=1e-3,
+                     eval_blocks=64, track_every=10, seeds=[0]),
+        "smoke": dict(speed_shapes=["tiny"], speed_tokens=3, speed_repeats=1, peer_rounds=1, ptq_chars=2000,
+                      models_profile="smoke", qat_steps=6, eval_blocks=4, track_every=2, seeds=[0, 1]),
+        "paper": dict(speed_tokens=32, speed_repeats=5, qat_steps=1000, eval_blocks=256, seeds=[0, 1, 2]),
     },
 )
+
+_PAPER_MB = {r["format"]: r["mb"] for r in sherry_paper.paper_table() if r["model"] == "0.7B"}
+#: the paper's whole-model size of Sherry over I2_S at 0.7B (its table: 205.50 / 256.56 MB)
+PAPER_SIZE_RATIO = _PAPER_MB["sherry"] / _PAPER_MB["i2"]
 
 CLAIMS = [
     C.Claim("bits", "3:4 ternary packs into 5 bits per 4 weights", "1.25 bits/weight", "§3 (encoding)",
             C.equals(1.25)),
-    C.Claim("size", "Sherry's linear weights take 62.5% of the 2-bit format's bytes", "62.5%",
-            "§3; speed/size table", C.predicate("ours = 62.5% (± 0.5 points)", lambda v: abs(v - 0.625) <= 0.005)),
+    C.Claim("size", "Sherry's whole model takes this share of the 2-bit (I2_S) model's bytes",
+            f"{PAPER_SIZE_RATIO:.1%} (0.7B: {_PAPER_MB['sherry']:.2f} / {_PAPER_MB['i2']:.2f} MB)", "speed/size table",
+            C.within(PAPER_SIZE_RATIO, 0.10)),
     C.Claim("speed_vs_tl2", "Sherry decodes faster than the 1.67-bit format (TL2)", "148.27 vs 116.83 tok/s (0.7B)",
             "speed table, i7-14700HX", C.predicate("ours > 1.0×", lambda v: v > 1.0)),
     C.Claim("speed_vs_i2", "Sherry decodes at least as fast as the 2-bit format (I2_S)", "148.27 vs 132.13 tok/s (0.7B)",
             "speed table, i7-14700HX", C.predicate("ours ≥ 1.0×", lambda v: v >= 1.0)),
+    C.Claim("speed_vs_ggml", "Sherry's matrix-vector product is faster than llama.cpp's ternary kernels (TQ1_0, TQ2_0) "
+            "at the same shape and thread count", "faster than the 2-bit and 1.67-bit kernels (148.27 vs 132.13 and "
+            "116.83 tok/s, 0.7B)", "speed table; llama.cpp's TQ types are the public CPU peers",
+            C.predicate("ours: the faster TQ kernel's time / Sherry's > 1.0×", lambda v: v > 1.0)),
     C.Claim("ptq_collapses", "Ternarizing a pretrained model without training destroys it (the reason to train)",
             "motivates QAT", "§1-2", C.predicate("ppl ≥ 10× the full-precision model's", lambda v: v >= 10)),
     C.Claim("arenas_gain", "Arenas improves 3:4 ternary training", "+4.59 points average accuracy (1B)",
@@ -121,8 +132,10 @@ def _track(model) -> list[str]:
     return [n for n in names if f".layers.{mid}." in n and n.rsplit(".", 1)[-1] in ("q_proj", "up_proj", "down_proj")]
 
 
-def qat(params: dict, variant: str, *, progress: bool = True):
-    """Train one QAT ``variant`` from the shared dense LM for ``qat_steps``; cached like every model."""
+def qat(params: dict, variant: str, *, seed: int | None = None, progress: bool = True):
+    """Train one QAT ``variant`` from the shared dense LM for ``qat_steps`` with ``seed`` (default: the
+    first of ``seeds``); cached like every model. All variants of one seed see the same batches."""
+    seed = params["seeds"][0] if seed is None else seed
     mode, arenas, _ = VARIANTS[variant]
     base, tok, corp = zoo.trained("dense", params["models_profile"], progress=progress)
     mparams = zoo.SPEC.resolve(params["models_profile"])
@@ -130,7 +143,7 @@ def qat(params: dict, variant: str, *, progress: bool = True):
     val = torch.from_numpy(corp.blocks("validation")[: params["eval_blocks"]])
     cfg = zoo.model_config("dense", mparams, corp.vocab_size)
     tc = training.TrainConfig(steps=params["qat_steps"], batch_size=mparams["batch_size"], lr=params["qat_lr"],
-                              warmup_frac=0.05, seed=params["seed"] + 1, eval_every=max(1, params["qat_steps"] // 10),
+                              warmup_frac=0.05, seed=seed + 1, eval_every=max(1, params["qat_steps"] // 10),
                               eval_blocks=min(32, params["eval_blocks"]), checkpoint_every=max(1, params["qat_steps"] // 5),
                               bf16=mparams["bf16"])
 
@@ -153,6 +166,24 @@ def qat(params: dict, variant: str, *, progress: bool = True):
     return result, val
 
 
+def trapping_rows(result, variant: str, seed: int) -> list[dict]:
+    """Per tracked layer of one QAT run: the stuck share, mean state changes and mean gradient effective rank."""
+    mon = result.log["monitor"]
+    rows = []
+    for layer, share in mon.get("stuck_share", {}).items():
+        ranks = [r for _, r in mon["effective_rank"].get(layer, [])]
+        rows.append({"variant": variant, "seed": seed, "layer": layer.split("layers.")[-1], "stuck share": share,
+                     "mean state changes": mon["mean_flips"][layer],
+                     "grad effective rank (mean)": float(np.mean(ranks)) if ranks else float("nan")})
+    return rows
+
+
+def block_nll(runs: dict, val: torch.Tensor) -> dict[str, list[float]]:
+    """Per validation block, the mean NLL of each QAT variant's inference model (the same blocks for
+    all), for the paired bootstrap of the accuracy claims."""
+    return {v: training.block_losses(res.model, val) for v, res in runs.items()}
+
+
 def packed_perplexity(result, val: torch.Tensor) -> dict:
     """Validation perplexity of a 3:4 QAT model, fake-quantized vs. through the packed kernels."""
     fake = training.evaluate_loss(result.model, val)
@@ -172,8 +203,33 @@ def benchmarks(quick: bool = False) -> dict:
     """``acl26 bench sherry``: the kernel micro-benchmarks and the decode-speed goals."""
     kern = kernel_bench.benchmarks(quick=quick)
     dec = speed.benchmarks(quick=quick)
-    return {"title": "Sherry: ternary kernels and decode speed", "rows": kern["rows"] + dec["rows"],
-            "goals": kern["goals"] + dec["goals"], "note": f"{kern.get('note', '')} {dec.get('note', '')}".strip()}
+    peer = _peer_benchmarks(quick)
+    return {"title": "Sherry: ternary kernels and decode speed", "rows": kern["rows"] + peer["rows"] + dec["rows"],
+            "goals": kern["goals"] + peer["goals"] + dec["goals"],
+            "note": f"{kern.get('note', '')} {peer['note']} {dec.get('note', '')}".strip()}
+
+
+def _peer_benchmarks(quick: bool) -> dict:
+    """Our GEMV against llama.cpp's TQ1_0 / TQ2_0 at 4096 x 14336 (skipped, saying so, where it is not built)."""
+    from acl26.papers.sherry import llamacpp, peers
+
+    goal = dict(goal="Sherry GEMV faster than llama.cpp's TQ1_0 and TQ2_0 (4096 x 14336, same threads)",
+                target="t(sherry) < t(TQ2_0) and < t(TQ1_0)")
+    if not llamacpp.available():
+        return {"rows": [], "goals": [dict(goal, measured="llama.cpp not built here (acl26 build-llamacpp)", met=None)],
+                "note": "llama.cpp was not built, so its kernels were not timed."}
+    summary = peers.gemv_summary(peers.gemv_vs_llamacpp(rounds=1 if quick else 5))
+    t = {r["format"]: r for r in summary}
+    rows = [dict(benchmark=f"GEMV {r['format']} ({r['source']}, {r['threads']} thread(s))", shape=r["shape"],
+                 median_s=r["median_us"] / 1e6, min_s=r["min_us"] / 1e6, max_s=r["max_us"] / 1e6,
+                 ratio=t["sherry"]["median_us"] / r["median_us"]) for r in summary]
+    met = t["sherry"]["max_us"] < min(t["TQ2_0"]["min_us"], t["TQ1_0"]["min_us"])
+    return {"rows": rows, "goals": [dict(goal, measured=" / ".join(f"{f} {t[f]['median_us']:.0f} µs" for f in
+                                                                  ("sherry", "TQ2_0", "TQ1_0")),
+                                         met=None if quick else bool(met))],
+            "note": ("llama.cpp's rows: test-backend-ops perf (its own mean per run), on the threads it uses (half the "
+                     "cores); ours at the same shape and threads; rounds alternate which runs first; ratio = Sherry's "
+                     "median time / the row's; 'met' needs Sherry's slowest round to beat both peers' fastest.")}
 
 
 # --------------------------------------------------------------------------------------------
@@ -187,28 +243,69 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
     (rows of :func:`acl26.papers.sherry.speed.speed_table`), ``ptq`` (rows of :func:`ptq_smollm2`),
     ``qat_ppl`` (``{variant: validation perplexity}``), ``trapping`` (rows ``{"variant", "layer",
     "stuck share", "grad effective rank (mean)"}``) and ``packed`` (:func:`packed_perplexity`'s
-    dict, or None). The speed and size claims are decided at the first shape of the speed table
-    where all three ternary formats were timed.
+    dict, or None), optionally ``qat_seeds`` (``{variant: {seed: validation perplexity}}``; with two
+    or more seeds the accuracy and trapping claims are decided on the t-interval over seeds of the
+    seed-paired ratio or difference, trapping rows then carrying a ``seed``), and ``qat_block_nll`` (``{variant: per-block mean NLLs}`` on the same
+    validation blocks, :func:`acl26.training.block_losses`), on which the accuracy ratios get a
+    paired bootstrap interval. The speed claims are decided at the first shape of the speed table
+    where all three ternary formats were timed; the size claim on whole-model bytes at the shape of
+    the paper's 0.7B row (else the first shape with Sherry and I2). ``llamacpp_gemv`` (rows of
+    :func:`acl26.papers.sherry.peers.gemv_vs_llamacpp`, or None with ``llamacpp_reason``) decides
+    Sherry against ggml's kernels on the range over rounds of the faster TQ kernel's time over ours.
     """
+    from acl26 import stats
+
     b = results["bits"]["sherry"]
     ledger.record("bits", float(b["streams"]), shown=f"{b['streams']:.4f} (streams) + {b['scales']:.4f} (scales)")
 
-    ok = [r for r in results["speed"] if r["status"] == "ok"]
+    rows = results["speed"]
+    # size: layout arithmetic of whole models, at the shape that stands for the paper's 0.7B row if timed
+    sized = {(r["shape"], r["format"]): r for r in rows if "total_mb" in r}
+    size_shapes = [r["shape"] for r in rows if ((r["shape"], "sherry") in sized and (r["shape"], "i2") in sized)]
+    size_shape = next((sh for sh in size_shapes if any(r["shape"] == sh and r.get("paper_row") == "0.7B" for r in rows)),
+                      size_shapes[0] if size_shapes else None)
+    if size_shape:
+        a, b = sized[(size_shape, "sherry")], sized[(size_shape, "i2")]
+        whole = a["total_mb"] / b["total_mb"]
+        ledger.record("size", whole, shown=f"{whole:.1%} of the whole model ({size_shape}: {a['total_mb']:.1f} / "
+                                           f"{b['total_mb']:.1f} MB, bf16 embeddings); weight streams alone "
+                                           f"{a['stream_bits_per_weight'] / b['stream_bits_per_weight']:.1%}, "
+                                           f"with row scales {a['weight_mb'] / b['weight_mb']:.1%}")
+    else:
+        ledger.untested("size", "the speed table lacks a shape with both Sherry and I2")
+
+    ok = [r for r in rows if r["status"] == "ok"]
     by = {(r["shape"], r["format"]): r for r in ok}
     shape = next((r["shape"] for r in ok if all((r["shape"], f) in by for f in ("sherry", "i2", "tl2"))), None)
     if shape:
         s, i2, tl2 = by[(shape, "sherry")], by[(shape, "i2")], by[(shape, "tl2")]
-        streams = s["stream_bits_per_weight"] / i2["stream_bits_per_weight"]
-        ledger.record("size", streams,
-                      shown=f"{streams:.1%} of the packed streams ({shape}); "
-                            f"{s['weight_mb'] / i2['weight_mb']:.1%} with row scales; "
-                            f"{s['total_mb'] / i2['total_mb']:.1%} of the whole model")
         for cid, other in (("speed_vs_tl2", tl2), ("speed_vs_i2", i2)):
             ratio = s["decode_tok_s"] / other["decode_tok_s"]
-            ledger.record(cid, ratio, shown=f"{s['decode_tok_s']:.2f} vs {other['decode_tok_s']:.2f} tok/s ({shape}): {ratio:.2f}×")
+            ledger.record(cid, ratio, shown=f"{s['decode_tok_s']:.2f} vs {other['decode_tok_s']:.2f} tok/s ({shape}): {ratio:.2f}×",
+                          note="our own lookup-table kernel of the same design as Sherry's, not bitnet.cpp's "
+                               + ("I2_S (a direct 2-bit kernel)" if cid == "speed_vs_i2" else "TL2"))
     else:
-        for cid in ("size", "speed_vs_tl2", "speed_vs_i2"):
+        for cid in ("speed_vs_tl2", "speed_vs_i2"):
             ledger.untested(cid, "the speed table lacks a shape with all three ternary formats")
+
+    peer = results.get("llamacpp_gemv")
+    if peer:
+        by_round: dict = {}
+        for row in peer:
+            by_round.setdefault(row["round"], {})[row["format"]] = row["us"]
+        ratios = [min(t["TQ1_0"], t["TQ2_0"]) / t["sherry"] for t in by_round.values()
+                  if {"TQ1_0", "TQ2_0", "sherry"} <= set(t)]
+        if ratios:
+            iv = stats.repeat_range(ratios)
+            med = {f: float(np.median([r["us"] for r in peer if r["format"] == f])) for f in ("sherry", "TQ1_0", "TQ2_0")}
+            ledger.record("speed_vs_ggml", iv.estimate, interval=iv,
+                          shown=f"Sherry {med['sherry']:.0f} µs vs TQ2_0 {med['TQ2_0']:.0f} µs and TQ1_0 {med['TQ1_0']:.0f} µs "
+                                f"({peer[0]['shape']}, {peer[0]['threads']} thread(s))")
+        else:
+            ledger.untested("speed_vs_ggml", "the llama.cpp comparison lacks Sherry, TQ1_0 or TQ2_0")
+    else:
+        ledger.untested("speed_vs_ggml", results.get("llamacpp_reason") or "llama.cpp was not built here "
+                        "(`acl26 build-llamacpp`)")
 
     ptq = {r["mode"]: r["ppl"] for r in results["ptq"]}
     if {"fp", "sparse34"} <= set(ptq):
@@ -219,34 +316,70 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
         ledger.untested("ptq_collapses", "full precision and 3:4 PTQ are both needed")
 
     ppl = results["qat_ppl"]
+    nll = results.get("qat_block_nll") or {}
+    by_seed = results.get("qat_seeds") or {}  # {variant: {seed: validation perplexity}}
+
+    def paired_seeds(a, b, f):
+        """f(a's value, b's value) for every seed both have, or None."""
+        common = sorted(set(by_seed.get(a, {})) & set(by_seed.get(b, {})))
+        return [f(by_seed[a][s], by_seed[b][s]) for s in common] if len(common) >= 2 else None
+
+    def ratio_verdict(cid, a, b, shown):
+        per_seed = paired_seeds(a, b, lambda x, y: x / y)
+        if per_seed:
+            iv = stats.seed_interval(per_seed)
+            ledger.record(cid, iv.estimate, shown=shown + f"; mean ratio over {iv.n} seeds {iv.estimate:.3f}×",
+                          interval=iv, note="seeds paired: all variants of one seed see the same batches")
+        elif a in nll and b in nll:
+            iv = stats.paired_bootstrap(nll[a], nll[b], "ppl_ratio")
+            ledger.record(cid, ppl[a] / ppl[b], shown=shown, interval=iv,
+                          note="one training seed: the interval covers evaluation noise, not the spread across seeds")
+        else:
+            ledger.record(cid, ppl[a] / ppl[b], shown=shown, note="one training seed, no interval")
+
     if {"sparse34", "sparse34+arenas"} <= set(ppl):
         r = ppl["sparse34+arenas"] / ppl["sparse34"]
-        ledger.record("arenas_gain", r, shown=f"{ppl['sparse34+arenas']:.1f} with vs {ppl['sparse34']:.1f} without ({r:.3f}×)")
+        ratio_verdict("arenas_gain", "sparse34+arenas", "sparse34",
+                      f"{ppl['sparse34+arenas']:.1f} with vs {ppl['sparse34']:.1f} without ({r:.3f}×, first seed)")
     else:
         ledger.untested("arenas_gain", "both 3:4 variants are needed")
     if {"absmean", "sparse34+arenas"} <= set(ppl):
         r = ppl["sparse34+arenas"] / ppl["absmean"]
-        ledger.record("matches_158", r, shown=f"{ppl['sparse34+arenas']:.1f} vs absmean {ppl['absmean']:.1f} ({r:.3f}×)")
+        ratio_verdict("matches_158", "sparse34+arenas", "absmean",
+                      f"{ppl['sparse34+arenas']:.1f} vs absmean {ppl['absmean']:.1f} ({r:.3f}×, first seed)")
     else:
         ledger.untested("matches_158", "absmean and Arenas variants are needed")
 
-    def mean_by_variant(key):
-        acc: dict[str, list[float]] = {}
+    def mean_by(keys, key):
+        acc: dict = {}
         for row in results["trapping"]:
-            acc.setdefault(row["variant"], []).append(row[key])
-        return {v: float(np.mean(xs)) for v, xs in acc.items()}
+            acc.setdefault(tuple(row.get(k) for k in keys), []).append(row[key])
+        return {k: float(np.mean(xs)) for k, xs in acc.items()}
 
-    stuck, grank = mean_by_variant("stuck share"), mean_by_variant("grad effective rank (mean)")
-    if {"sparse34", "absmean"} <= set(stuck):
-        ledger.record("trapping", stuck["sparse34"] - stuck["absmean"],
-                      shown=f"stuck share {stuck['sparse34']:.1%} (3:4) vs {stuck['absmean']:.1%} (absmean); "
-                            f"gradient effective rank {grank['sparse34']:.1f} vs {grank['absmean']:.1f}")
+    stuck_vs = {k[0]: v for k, v in mean_by(("variant",), "stuck share").items()}
+    grank = {k[0]: v for k, v in mean_by(("variant",), "grad effective rank (mean)").items()}
+    stuck_vs_seed = mean_by(("variant", "seed"), "stuck share")
+
+    def diff_verdict(cid, a, b, shown):
+        seeds = sorted({s for (v, s) in stuck_vs_seed if v == a} & {s for (v, s) in stuck_vs_seed if v == b} - {None})
+        value = stuck_vs[a] - stuck_vs[b]
+        if len(seeds) >= 2:
+            iv = stats.seed_interval([stuck_vs_seed[(a, s)] - stuck_vs_seed[(b, s)] for s in seeds])
+            ledger.record(cid, iv.estimate, shown=shown + f"; mean difference over {iv.n} seeds {iv.estimate:+.1%}",
+                          interval=iv)
+        else:
+            ledger.record(cid, value, shown=shown, note="one training seed, no interval")
+
+    if {"sparse34", "absmean"} <= set(stuck_vs):
+        diff_verdict("trapping", "sparse34", "absmean",
+                     f"stuck share {stuck_vs['sparse34']:.1%} (3:4) vs {stuck_vs['absmean']:.1%} (absmean); "
+                     f"gradient effective rank {grank['sparse34']:.1f} vs {grank['absmean']:.1f}")
     else:
         ledger.untested("trapping", "the absmean and 3:4 (no Arenas) variants are needed")
-    if {"sparse34", "sparse34+arenas"} <= set(stuck):
-        ledger.record("arenas_frees", stuck["sparse34+arenas"] - stuck["sparse34"],
-                      shown=f"stuck share {stuck['sparse34+arenas']:.1%} with Arenas vs {stuck['sparse34']:.1%} without; "
-                            f"gradient effective rank {grank['sparse34+arenas']:.1f} vs {grank['sparse34']:.1f}")
+    if {"sparse34", "sparse34+arenas"} <= set(stuck_vs):
+        diff_verdict("arenas_frees", "sparse34+arenas", "sparse34",
+                     f"stuck share {stuck_vs['sparse34+arenas']:.1%} with Arenas vs {stuck_vs['sparse34']:.1%} without; "
+                     f"gradient effective rank {grank['sparse34+arenas']:.1f} vs {grank['sparse34']:.1f}")
     else:
         ledger.untested("arenas_frees", "both 3:4 variants are needed")
 
