@@ -175,7 +175,7 @@ def _check_templates(templates: Iterable[int]) -> set[int]:
 
 
 #: reasoning-gym 0.1.25 ``gsm_symbolic`` generator index -> GSM8K test question ``id_orig``
-#: (a bijection over the 100 questions; recomputed and checked by tests/test_data.py)
+#: (a bijection over the 100 questions; recomputed and checked by tests/test_corpus_problems.py)
 GSM_SYMBOLIC_TO_GSM8K: dict[int, int] = {
     0: 989, 1: 930, 2: 982, 3: 242, 4: 469, 5: 677, 6: 365, 7: 99, 8: 116, 9: 843, 10: 496, 11: 406, 12: 220,
     13: 1099, 14: 300, 15: 1053, 16: 149, 17: 955, 18: 800, 19: 1264, 20: 491, 21: 984, 22: 265, 23: 164,

@@ -24,7 +24,7 @@ def gguf_ternary_bits(shape: tuple[int, int] = (4096, 4096), *, seed: int = 0) -
     (``gguf.quants.quantize``) when it has them -- bits from the bytes it returns, and
     ``roundtrip_exact`` says whether dequantizing gives the ternary matrix back -- else computed
     from ``gguf.constants.GGML_QUANT_SIZES`` (weights and bytes per block; ``source`` says which).
-    STQ1_0 (the paper's llama.cpp block, sherry.md: 32 index bytes + 8 sign bytes + an fp16 scale
+    STQ1_0 (the paper's llama.cpp block, llama.cpp PR #22836: 32 index bytes + 8 sign bytes + an fp16 scale
     per 256 weights) is computed. Ours: :func:`acl26.kernels.ternary.bits_per_weight` with
     float32 row scales.
     """
@@ -57,7 +57,7 @@ def gguf_ternary_bits(shape: tuple[int, int] = (4096, 4096), *, seed: int = 0) -
         rows.append(row)
     rows.append(dict(format="STQ1_0", bits_per_weight=42 * 8 / 256, stream_bits_per_weight=40 * 8 / 256,
                      scales="fp16 per 256 weights", bytes=n // 256 * 42, block_weights=256, block_bytes=42,
-                     source="sherry.md (llama.cpp PR #22836): qs[32] + sign[8] + fp16 scale", roundtrip_exact=None))
+                     source="the paper's llama.cpp block (PR #22836): qs[32] + sign[8] + fp16 scale", roundtrip_exact=None))
     for fmt in ("sherry", "tl2", "i2"):
         b = tn.bits_per_weight(fmt, (n_out, n_in), "row")
         rows.append(dict(format=f"ours: {LABELS[fmt]}", bits_per_weight=b["total"],
