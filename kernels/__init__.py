@@ -3,6 +3,8 @@
 * :mod:`acl26.kernels.tokmerge` -- LoPT: find the lossless cut between two overlapping chunks.
 * :mod:`acl26.kernels.ternary` -- Sherry: 3:4 ternary quantizer, 1.25-bit / 1.67-bit / 2-bit packing,
   lookup-table GEMV and GEMM.
+* :mod:`acl26.kernels.dp_alloc` -- Alloc-MoE: the exact per-layer expert allocation under a budget
+  (dynamic programming).
 
 Each kernel is a public wrapper that validates shapes and dtypes, then calls a private
 ``@njit(cache=True)`` function. numba's on-disk cache needs a writable folder: unless

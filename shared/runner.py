@@ -25,10 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from acl26 import io, paths, registry
-
-
-class RunError(RuntimeError):
-    """A notebook failed to execute."""
+from acl26.errors import RunError  # noqa: F401  (re-exported: acl26.runner.RunError)
 
 
 @dataclass

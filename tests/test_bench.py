@@ -14,6 +14,8 @@ def test_quick_benchmark_writes_rows_and_goals(tmp_path):
     data = json.loads(files[0].read_text())
     assert data["paper"] == "lopt" and data["quick"] and data["machine"]["cpus"] >= 1
     assert all(r["median_s"] > 0 for r in data["rows"])
+    assert all(r["min_s"] <= r["median_s"] <= r["max_s"] for r in data["rows"])
+    assert any("backend encode" in r["benchmark"] for r in data["rows"]), "the backend baseline is timed"
     same = [g for g in data["goals"] if "identical" in g["goal"]]
     assert same and all(g["met"] for g in same), "LoPT output differed from sequential during the benchmark"
     assert {"goal", "target", "measured", "met"} <= set(data["goals"][0])

@@ -35,3 +35,95 @@ def test_ggml_kernels_timed_beside_ours():
     rows = peers.gemv_vs_llamacpp((4096, 14336), rounds=1, calls=3)  # a shape of test-backend-ops' perf suite
     assert {r["format"] for r in rows} == {"sherry", "tl2", "i2", "TQ1_0", "TQ2_0"}
     assert all(r["us"] > 0 and r["threads"] == llamacpp.PERF_THREADS for r in rows)
+
+
+TEST_FILE_SAMPLE = """  MUL_MAT(name=tq1_0,type=f32,ne=[4096,1,1,1],op_params=[],sources=tq1_0[4096,4096,1,1],f32[4096,1,1,1]):  2405 runs -  1206.20 us/run -     3488 kB/run -   2.76 GB/s
+  MUL_MAT(name=tq2_0,type=f32,ne=[4096,1,1,1],op_params=[],sources=tq2_0[14336,4096,1,1],f32[14336,1,1,1]):   1972 runs -   532.17 us/run -     4256 kB/run -   7.63 GB/s
+"""
+
+
+def test_parse_perf_reads_test_file_cases():
+    rows = llamacpp.parse_perf(TEST_FILE_SAMPLE)
+    assert [(r["type_a"], r["m"], r["n"], r["k"], r["us_per_run"]) for r in rows] == [
+        ("tq1_0", 4096, 1, 4096, 1206.20), ("tq2_0", 4096, 1, 14336, 532.17)]
+
+
+@pytest.mark.assets
+def test_mul_mat_case_is_a_contiguous_generic_op():
+    from acl26 import assets
+
+    if not (assets.path(llamacpp.ASSET) / llamacpp.SOURCE).is_dir():
+        pytest.skip("the llamacpp-src asset is not fetched (acl26 fetch)")
+    f = llamacpp.mul_mat_case("tq2_0", 4096, 1024).split()
+    # op, out type f32, out ne [m, n, 1, 1], no op params, two sources, name
+    assert f[1:7] == ["0", "4096", "1", "1", "1", "0"] and f[7] == "2" and f[-1] == "tq2_0"
+    src0 = [int(x) for x in f[8:17]]
+    assert src0[0] == 35 and src0[1:5] == [1024, 4096, 1, 1]
+    assert src0[5:9] == [66, 1024 // 256 * 66, 1024 // 256 * 66 * 4096, 1024 // 256 * 66 * 4096]
+    with pytest.raises(ValueError, match="multiple of"):
+        llamacpp.mul_mat_case("tq1_0", 64, 1000)
+
+
+def test_tq_peers_skip_shapes_whose_rows_are_not_whole_blocks():
+    assert llamacpp.peer_skip_reason("bitnet-3b", "ggml-tq2_0").startswith("TQ types pack rows")
+    assert llamacpp.peer_skip_reason("bitnet-3b", "ggml-f16") is None
+    assert llamacpp.peer_skip_reason("bitnet-0.7b", "ggml-tq1_0-qhead") is None
+    assert "max_gb" in llamacpp.peer_skip_reason("bitnet-3b", "ggml-f16", max_gb=1.0)
+    with pytest.raises(ValueError, match="unknown llama.cpp peer"):
+        llamacpp.peer_skip_reason("tiny", "ggml-q4_0")
+
+
+def test_written_gguf_has_the_shape_and_ternary_weights(tmp_path):
+    import gguf
+    import numpy as np
+
+    from acl26.papers.sherry.decoder import Shape
+
+    s = Shape("t", 256, 512, 2, 4, 2, 300, tied=False)
+    path = llamacpp.write_gguf(s, tmp_path / "m.gguf")
+    r = gguf.GGUFReader(str(path))
+    t = {x.name: x for x in r.tensors}
+    assert len(t) == 3 + 9 * s.layers
+    assert list(t["blk.1.ffn_down.weight"].shape) == [512, 256]  # ggml order: inputs first
+    assert list(t["output.weight"].shape) == [256, 300]
+    w = np.asarray(t["blk.0.attn_q.weight"].data, dtype=np.float32)
+    assert set(np.unique(np.round(w * np.sqrt(256), 3))) <= {-1.0, 0.0, 1.0}
+    assert int(r.fields["llama.vocab_size"].parts[-1][0]) == 300
+    assert len(r.fields["tokenizer.ggml.tokens"].data) == 300
+    assert not list(tmp_path.glob(".*tmp")), "the write is atomic"
+
+
+def test_speed_table_reports_llamacpp_peers_as_skipped_when_not_built(monkeypatch, tmp_path):
+    from acl26.papers.sherry import speed
+
+    monkeypatch.setenv("ACL26_CACHE", str(tmp_path))
+    rows = speed.speed_table(["tiny"], ["sherry"], tokens=1, repeats=1, context=2, progress=False,
+                             peers=["ggml-tq2_0"])
+    peer = next(r for r in rows if r["format"] == "ggml-tq2_0")
+    assert peer["status"] == "skipped" and "acl26 build-llamacpp" in peer["reason"] and peer["decode_tok_s"] is None
+    with pytest.raises(ValueError, match="peers"):
+        speed.speed_table(["tiny"], ["sherry"], peers=["q4_0"], progress=False)
+
+
+@pytest.mark.slow
+def test_llama_bench_decodes_a_written_ternary_model(monkeypatch, tmp_path):
+    if not llamacpp.available():
+        pytest.skip("llama.cpp is not built here: `acl26 build-llamacpp` (make book builds it)")
+    from acl26.papers.sherry.decoder import Shape
+
+    s = Shape("t", 256, 512, 2, 4, 2, 1000)
+    monkeypatch.setattr(llamacpp, "gguf_dir", lambda shape, seed=0: tmp_path / "gguf")
+    for key in ("ggml-tq2_0", "ggml-tq1_0-qhead"):
+        path = llamacpp.gguf_model(s, key)
+        z = llamacpp.gguf_sizes(path)
+        assert z["types"] == [llamacpp.PEERS[key][1]]
+        assert (z["embedding_types"] == ["F16"]) == llamacpp.PEERS[key][2]
+        assert all(v > 0 for v in llamacpp.bench_decode(path, tokens=4, depth=8, threads=1, repetitions=2))
+
+
+@pytest.mark.slow
+def test_ggml_gemv_at_any_shape_through_a_test_file():
+    if not llamacpp.available():
+        pytest.skip("llama.cpp is not built here: `acl26 build-llamacpp` (make book builds it)")
+    rows = llamacpp.mul_mat_perf(("tq1_0", "tq2_0"), m=512, k=1024)
+    assert sorted(r["type_a"] for r in rows) == ["tq1_0", "tq2_0"] and all(r["us_per_run"] > 0 for r in rows)

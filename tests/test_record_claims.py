@@ -50,12 +50,14 @@ LOPT_FAIL = {
 def sherry_good():
     def speed_row(fmt, tok_s, stream_bits, weight_mb, total_mb):
         return dict(shape="bitnet-0.7b", paper_row="0.7B", format=fmt, status="ok", decode_tok_s=tok_s,
+                    decode_runs=[tok_s * 0.98, tok_s * 1.02, tok_s], threads=2,
                     stream_bits_per_weight=stream_bits, weight_mb=weight_mb, total_mb=total_mb)
 
     return {
         "bits": {"sherry": {"streams": 1.25, "scales": 0.0078}},
         "speed": [speed_row("sherry", 50.0, 1.25, 100.0, 190.0), speed_row("i2", 40.0, 2.0, 160.0, 250.0),
-                  speed_row("tl2", 45.0, 5 / 3, 135.0, 225.0),
+                  speed_row("tl2", 45.0, 5 / 3, 135.0, 225.0), speed_row("ggml-tq2_0", 42.0, None, 170.0, 260.0),
+                  speed_row("ggml-tq1_0", 38.0, None, 140.0, 230.0),
                   dict(shape="bitnet-3b", format="sherry", status="skipped")],
         "ptq": [dict(mode="fp", ppl=23.8), dict(mode="absmean", ppl=6.7e7), dict(mode="sparse34", ppl=1.5e6)],
         "qat_ppl": {"fp": 237.0, "absmean": 242.0, "sparse34": 241.0, "sparse34+arenas": 240.0},
@@ -71,8 +73,8 @@ def sherry_good():
 SHERRY_FAIL = {
     "bits": lambda r: r["bits"]["sherry"].update(streams=1.3125),
     "size": lambda r: _set(r["speed"], dict(format="sherry", shape="bitnet-0.7b"), total_mb=240.0),
-    "speed_vs_tl2": lambda r: _set(r["speed"], dict(format="tl2"), decode_tok_s=55.0),
-    "speed_vs_i2": lambda r: _set(r["speed"], dict(format="i2"), decode_tok_s=51.0),
+    "speed_vs_tl2": lambda r: _set(r["speed"], dict(format="tl2"), decode_tok_s=55.0, decode_runs=[55.0, 54.0, 56.0]),
+    "speed_vs_i2": lambda r: _set(r["speed"], dict(format="ggml-tq2_0"), decode_tok_s=55.0, decode_runs=[55.0, 54.0, 56.0]),
     "speed_vs_ggml": lambda r: _set(r["llamacpp_gemv"], dict(format="TQ2_0"), us=700.0),
     "ptq_collapses": lambda r: _set(r["ptq"], dict(mode="sparse34"), ppl=50.0),
     "arenas_gain": lambda r: r["qat_ppl"].update({"sparse34+arenas": 245.0}),
@@ -146,6 +148,27 @@ def test_untested_when_the_profile_cannot_test_a_claim():
     assert got["speed_vs_i2"] == got["packed_exact"] == C.UNTESTED and got["size"] == C.HOLDS
     s["speed"] = [row for row in s["speed"] if row["format"] != "i2"]
     assert verdicts("sherry", s)["size"] == C.UNTESTED
+
+
+def test_sherry_speed_vs_i2_is_decided_against_llamacpp_tq2_0_not_our_lookup_i2():
+    r = sherry_good()
+    _set(r["speed"], dict(format="i2"), decode_tok_s=60.0, decode_runs=[60.0, 61.0, 59.0])  # our I2 faster: ignored
+    assert verdicts("sherry", r)["speed_vs_i2"] == C.HOLDS
+    r["speed"] = [row for row in r["speed"] if row["format"] != "ggml-tq2_0"]
+    r["speed"].append(dict(shape="bitnet-0.7b", format="ggml-tq2_0", status="skipped", reason="llama.cpp is not built"))
+    ch = registry.get("sherry")
+    ledger = C.Ledger("sherry", "book", list(ch.claims))
+    ch.record_claims(ledger, r)
+    e = ledger.entries["speed_vs_i2"]
+    assert e.holds == C.UNTESTED and "llama.cpp is not built" in e.note and "lookup-table I2" in e.note
+
+
+def test_sherry_speed_claims_are_decided_on_per_round_ratios():
+    r = sherry_good()
+    # Sherry ahead in two rounds, behind in one: the range over rounds straddles 1
+    _set(r["speed"], dict(format="tl2"), decode_tok_s=45.0, decode_runs=[45.0, 44.0, 52.0])
+    _set(r["speed"], dict(format="sherry"), decode_tok_s=50.0, decode_runs=[50.0, 51.0, 49.0])
+    assert verdicts("sherry", r)["speed_vs_tl2"] == C.INCONCLUSIVE
 
 
 def test_sherry_accuracy_ratios_are_decided_on_a_block_bootstrap_when_given():

@@ -70,7 +70,10 @@ FORMATS: dict[str, str] = {
     "tl2": "packed ternary, 1.67 bits/weight (TL2-like, 3 weights in 5 bits), lookup-table GEMV, per-row scales",
     "sherry": "packed 3:4 ternary, 1.25 bits/weight (Sherry), lookup-table GEMV, per-row scales",
 }
-LABELS = {"fp32": "FP32", "bf16": "BF16", "i2": "I2_S", "tl2": "TL2", "sherry": "Sherry"}
+#: our formats' names in tables: our 2-bit and 1.67-bit formats are lookup-table kernels of the same
+#: design as Sherry's, not bitnet.cpp's I2_S (a direct decode-and-multiply kernel) and TL2
+LABELS = {"fp32": "FP32", "bf16": "BF16", "i2": "I2 (ours, lookup table)", "tl2": "TL2 (ours, lookup table)",
+          "sherry": "Sherry"}
 
 # --------------------------------------------------------------------------------------------
 # shapes

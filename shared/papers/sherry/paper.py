@@ -8,7 +8,6 @@ across machines.
 
 from __future__ import annotations
 
-from acl26.papers.sherry.decoder import LABELS
 
 # --------------------------------------------------------------------------------------------
 # the paper's table and the comparison
@@ -18,6 +17,8 @@ PAPER_MACHINE = "Intel i7-14700HX"
 _PAPER = [("0.7B", "bf16", 34.01, 1360.0), ("0.7B", "i2", 132.13, 256.56), ("0.7B", "tl2", 116.83, 233.44),
           ("0.7B", "sherry", 148.27, 205.50), ("3B", "bf16", 7.55, 6190.0), ("3B", "i2", 41.87, 873.65),
           ("3B", "tl2", 38.80, 846.01), ("3B", "sherry", 45.55, 712.40)]
+#: the paper's formats (bitnet.cpp's kernels)
+PAPER_LABELS = {"bf16": "BF16", "i2": "I2_S", "tl2": "TL2", "sherry": "Sherry"}
 NOMINAL_BITS = {"fp32": 32.0, "bf16": 16.0, "i2": 2.0, "tl2": 5 / 3, "sherry": 1.25}
 
 
@@ -34,7 +35,7 @@ def _paper_speed_ratio(model: str, a: str, b: str) -> float:
 
 def paper_table() -> list[dict]:
     """The paper's speed and size table (tokens/s and MB on an i7-14700HX), one row per (model, format)."""
-    return [dict(model=m, format=f, label=LABELS[f], tok_s=t, mb=mb, nominal_bits=NOMINAL_BITS[f],
+    return [dict(model=m, format=f, label=PAPER_LABELS[f], tok_s=t, mb=mb, nominal_bits=NOMINAL_BITS[f],
                  machine=PAPER_MACHINE) for m, f, t, mb in _PAPER]
 
 
@@ -59,7 +60,7 @@ def compare(rows: list[dict], paper: list[dict] | None = None) -> list[dict]:
 
             ok = ra is not None and rb is not None
             out.append(dict(
-                shape=shape, paper_row=prow, comparison=f"{LABELS[a]} vs {LABELS[b]}",
+                shape=shape, paper_row=prow, comparison=f"{PAPER_LABELS[a]} vs {PAPER_LABELS[b]}",
                 paper_speed_ratio=_ratio(pa["tok_s"], pb["tok_s"]) if pa and pb else None,
                 ours_speed_ratio=_ratio(ra["decode_tok_s"], rb["decode_tok_s"]) if ok else None,
                 ours_prefill_ratio=_ratio(ra["prefill_tok_s"], rb["prefill_tok_s"]) if ok else None,

@@ -71,7 +71,7 @@ def gguf_ternary_bits(shape: tuple[int, int] = (4096, 4096), *, seed: int = 0) -
 # llama.cpp's TQ1_0 / TQ2_0 kernels, timed beside ours
 
 
-def gemv_vs_llamacpp(shape: tuple[int, int] = (4096, 14336), *, rounds: int = 3, calls: int = 20,
+def gemv_vs_llamacpp(shape: tuple[int, int] = (4096, 4096), *, rounds: int = 3, calls: int = 20,
                      seed: int = 0) -> list[dict]:
     """One matrix-vector product at ``shape`` (rows x inputs) on llama.cpp's thread count
     (:data:`acl26.papers.sherry.llamacpp.PERF_THREADS`): our Sherry, TL2 and I2 kernels against ggml's
@@ -85,6 +85,8 @@ def gemv_vs_llamacpp(shape: tuple[int, int] = (4096, 14336), *, rounds: int = 3,
 
     llamacpp.require()
     n_out, n_in = (checks.integer("shape", v, 16) for v in shape)
+    if n_in % 256:
+        raise ValueError(f"shape: the inputs ({n_in}) must be a multiple of 256, the TQ types' block")
     checks.integer("rounds", rounds, 1)
     threads = llamacpp.PERF_THREADS
     rng = np.random.default_rng(seed)
@@ -112,14 +114,50 @@ def gemv_vs_llamacpp(shape: tuple[int, int] = (4096, 14336), *, rounds: int = 3,
 
 
 def gemv_summary(rows: list[dict]) -> list[dict]:
-    """Median and range over rounds of each format of :func:`gemv_vs_llamacpp`."""
+    """Median and range over rounds of each (shape, format) of :func:`gemv_vs_llamacpp`, with each
+    format's median time over Sherry's at that shape."""
     from acl26 import stats
 
     out = []
-    for fmt in dict.fromkeys(r["format"] for r in rows):
-        xs = [r["us"] for r in rows if r["format"] == fmt]
-        iv = stats.repeat_range(xs)
-        src = next(r["source"] for r in rows if r["format"] == fmt)
-        out.append(dict(format=fmt, source=src, median_us=iv.estimate, min_us=iv.lo, max_us=iv.hi, rounds=iv.n,
-                        threads=rows[0]["threads"], shape=rows[0]["shape"]))
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        at = [r for r in rows if r["shape"] == shape]
+        sherry = [r["us"] for r in at if r["format"] == "sherry"]
+        for fmt in dict.fromkeys(r["format"] for r in at):
+            xs = [r["us"] for r in at if r["format"] == fmt]
+            iv = stats.repeat_range(xs)
+            src = next(r["source"] for r in at if r["format"] == fmt)
+            out.append(dict(shape=shape, format=fmt, source=src, median_us=iv.estimate, min_us=iv.lo, max_us=iv.hi,
+                            rounds=iv.n, threads=at[0]["threads"],
+                            vs_sherry=iv.estimate / float(np.median(sherry)) if sherry else None))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# whole-model decode beside llama.cpp
+
+
+def decode_summary(rows: list[dict], against: str = "sherry") -> list[dict]:
+    """Per shape, every timed format of a speed table (:func:`acl26.papers.sherry.speed.speed_table`
+    with ``peers``): median decode tok/s and its range over rounds, and ``against``'s speed over it
+    (per-round ratios: median and range; the rounds ran both formats in a rotating order)."""
+    from acl26 import stats
+
+    out = []
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        at = {r["format"]: r for r in rows if r["shape"] == shape and r["status"] == "ok"}
+        ref = at.get(against)
+        for fmt, r in at.items():
+            iv = stats.repeat_range(r["decode_runs"] or [r["decode_tok_s"]])
+            types = r.get("gguf_types")  # a string for llama.cpp's rows; None (NaN through pandas) for ours
+            types = types if isinstance(types, str) else ""
+            row = dict(shape=shape, format=fmt, label=r["label"], source="llama.cpp" if r.get("peer") is True else "ours",
+                       decode_tok_s=iv.estimate, min_tok_s=iv.lo, max_tok_s=iv.hi, rounds=iv.n,
+                       total_mb=r.get("total_mb"), bits_per_weight=r.get("bits_per_weight"),
+                       head=types.partition("head: ")[2].rstrip(")") or ("fp32" if fmt == "fp32" else "bf16"))
+            if ref is not None and fmt != against:
+                n = min(len(ref["decode_runs"]), len(r["decode_runs"]))
+                ratios = [a / b for a, b in zip(ref["decode_runs"][:n], r["decode_runs"][:n])]
+                riv = stats.repeat_range(ratios or [ref["decode_tok_s"] / r["decode_tok_s"]])
+                row.update({f"{against} / this": riv.estimate, "min ratio": riv.lo, "max ratio": riv.hi})
+            out.append(row)
     return out

@@ -137,7 +137,8 @@ class QATMonitor(training.Monitor):
     Every ``every`` steps it snapshots the ternary states of the ``track`` layers and counts, per
     weight, how often its state changed since the previous snapshot; at the end, the *stuck share*
     is the fraction of weights whose state never changed after the first ``skip_frac`` of
-    training. The effective rank of each tracked layer's gradient is measured at the same steps.
+    training, and ``flip_rate`` the share that changed between consecutive snapshots (trapping over
+    training: a falling rate is weights settling into one state). The effective rank of each tracked layer's gradient is measured at the same steps.
     """
 
     def __init__(self, mode: str, total_steps: int, arenas: bool, track: list[str], every: int = 10,
@@ -148,6 +149,8 @@ class QATMonitor(training.Monitor):
         self.last: dict[str, torch.Tensor] = {}
         self.ranks: dict[str, list[tuple[int, float]]] = {n: [] for n in self.track}
         self.lams: list[tuple[int, float]] = []
+        #: per tracked layer, (step, share of weights whose state changed since the last snapshot)
+        self.rates: dict[str, list[tuple[int, float]]] = {n: [] for n in self.track}
 
     def before_step(self, step, model):
         lam = arenas_lambda(step, self.total) if (self.arenas and self.mode != "fp") else 0.0
@@ -171,20 +174,23 @@ class QATMonitor(training.Monitor):
             if name in self.last and step >= self.skip:
                 changed = (state != self.last[name]).to(torch.int32)
                 self.flips[name] = self.flips.get(name, torch.zeros_like(changed)) + changed
+                self.rates.setdefault(name, []).append((step, float(changed.float().mean())))
             if step >= self.skip or name not in self.last:
                 self.last[name] = state
 
     def state_dict(self):
-        return {"flips": self.flips, "last": self.last, "ranks": self.ranks, "lams": self.lams}
+        return {"flips": self.flips, "last": self.last, "ranks": self.ranks, "lams": self.lams, "rates": self.rates}
 
     def load_state_dict(self, state):
         self.flips = state.get("flips", {})
         self.last = state.get("last", {})
         self.ranks = state.get("ranks", {n: [] for n in self.track})
         self.lams = state.get("lams", [])
+        self.rates = state.get("rates", {n: [] for n in self.track})
 
     def summary(self):
-        out = {"lambda": self.lams, "effective_rank": self.ranks, "stuck_share": {}, "mean_flips": {}}
+        out = {"lambda": self.lams, "effective_rank": self.ranks, "stuck_share": {}, "mean_flips": {},
+               "flip_rate": self.rates}
         for name, f in self.flips.items():
             out["stuck_share"][name] = float((f == 0).float().mean())
             out["mean_flips"][name] = float(f.float().mean())

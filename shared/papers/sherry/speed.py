@@ -67,7 +67,7 @@ def _size_fields(s: Shape, fmt: str) -> dict:
 
 def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FORMATS), *, tokens: int = 16,
                 repeats: int = 3, context: int = 64, prefill: bool = True, n_threads: int = 2,
-                max_gb: float = 10.0, interleave: bool = True, seed: int = 0,
+                max_gb: float = 10.0, interleave: bool = True, seed: int = 0, peers: Sequence[str] = (),
                 progress: bool = True) -> list[dict]:
     """Decode (and prefill) speed and size of every (shape, format); one row each.
 
@@ -89,6 +89,14 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
     (linear layers, scales included), ``stream_bits_per_weight`` (packed streams alone; None for
     fp32 / bf16), ``linear_params``, ``total_params``; and ``tokens``, ``context``, ``repeats``,
     ``threads``, ``interleaved``, ``build_s`` (building and warming up).
+
+    ``peers`` (keys of :data:`acl26.papers.sherry.llamacpp.PEERS`) adds llama.cpp's whole-model
+    decode of GGUF files of the same shape (random ternary weights, written and quantized once,
+    cached) to every round's rotation: ``llama-bench -n tokens -d context`` on ``n_threads``
+    threads, one sample per round. Their rows have the same keys (``head_ms``, ``blocks_ms`` and
+    prefill are None; sizes are the GGUF file's, ``weight_mb`` its projection tensors) plus
+    ``peer`` True and ``gguf_types``. Where llama.cpp is not built, or a TQ type cannot hold the
+    shape's rows, the peer's row is "skipped" with the reason.
     """
     from tqdm import tqdm
 
@@ -108,11 +116,20 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
     context = checks.integer("context", context, 1)
     n_threads = checks.integer("n_threads", n_threads, 1)
     checks.integer("seed", seed, 0)
+    if isinstance(peers, str) or not isinstance(peers, Sequence):
+        raise ValueError(f"peers must be a list of llama.cpp peer names, got {peers!r}")
+    from acl26.papers.sherry import llamacpp
+
+    for k in peers:
+        llamacpp._check_peer(k, "peers")
+    if len(set(peers)) != len(peers):
+        raise ValueError(f"peers must not repeat a peer, got {list(peers)}")
     if not (isinstance(max_gb, (int, float)) and not isinstance(max_gb, bool) and max_gb > 0):
         raise ValueError(f"max_gb must be a positive number, got {max_gb!r}")
 
     rows = []
     jobs = [(s, f) for s in shape_objs for f in formats]
+    jobs += [(s, k) for s in shape_objs for k in peers]
     bar = tqdm(total=len(jobs) * (repeats + 1), desc="speed table", disable=not progress)
     with timing.threads(n_threads):
         for s in shape_objs:
@@ -148,11 +165,34 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
                 results[f]["blocks"].append((td - th) / tokens)
                 bar.update(1)
 
+            peer_reasons = {k: (None if llamacpp.available() else
+                                "llama.cpp is not built here (`acl26 build-llamacpp`)") for k in peers}
+            for k in peers:
+                peer_reasons[k] = peer_reasons[k] or llamacpp.peer_skip_reason(s, k, max_gb=max_gb)
+            peer_todo = [k for k in peers if peer_reasons[k] is None]
+            peer_res = {k: dict(decode=[], build_s=None, path=None) for k in peer_todo}
+
+            def build_peer(k):
+                t0 = time.perf_counter()
+                peer_res[k]["path"] = llamacpp.gguf_model(s, k, seed=seed)
+                peer_res[k]["build_s"] = time.perf_counter() - t0
+                bar.update(1)
+
+            def time_peer(k):
+                sample = llamacpp.bench_decode(peer_res[k]["path"], tokens=tokens, depth=context, threads=n_threads)
+                peer_res[k]["decode"].append(sample[0])
+                bar.update(1)
+
+            for k in peer_todo:
+                build_peer(k)
             if inter:
                 built = {f: build(f) for f in todo}
-                for r, order in enumerate(timing.rotations(todo, repeats)):  # the order rotates every round
+                for r, order in enumerate(timing.rotations(todo + peer_todo, repeats)):  # rotates every round
                     for f in order:
-                        time_round(f, *built[f], r)
+                        if f in built:
+                            time_round(f, *built[f], r)
+                        else:
+                            time_peer(f)
                 del built
             else:
                 for f in todo:
@@ -160,6 +200,9 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
                     for r in range(repeats):
                         time_round(f, m, cache, r)
                     del m, cache
+                for r, order in enumerate(timing.rotations(peer_todo, repeats)):
+                    for k in order:
+                        time_peer(k)
             shared.clear()
             for f in formats:
                 row = dict(shape=s.name, paper_row=s.paper_row, format=f, label=LABELS[f],
@@ -178,6 +221,28 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
                     row.update(decode_tok_s=None, decode_ms=None, head_ms=None, blocks_ms=None,
                                prefill_tok_s=None, decode_runs=[], prefill_runs=[], build_s=None)
                 rows.append(row)
+            for k in peers:
+                label = llamacpp.PEERS[k][0]
+                row = dict(shape=s.name, paper_row=s.paper_row, format=k, label=label, peer=True,
+                           status="ok" if peer_reasons[k] is None else "skipped", reason=peer_reasons[k] or "",
+                           tokens=tokens, context=context, repeats=repeats, threads=n_threads,
+                           interleaved=inter if peer_reasons[k] is None else None, head_ms=None, blocks_ms=None,
+                           prefill_tok_s=None, prefill_runs=[], linear_params=s.linear_params, total_params=s.params,
+                           stream_bits_per_weight=None)
+                if peer_reasons[k] is None:
+                    res = peer_res[k]
+                    z = llamacpp.gguf_sizes(res["path"])
+                    dec = timing.median(res["decode"])
+                    row.update(decode_tok_s=dec, decode_ms=1e3 / dec, decode_runs=res["decode"], build_s=res["build_s"],
+                               weight_mb=z["linear"] / MB, embed_mb=z["embedding"] / MB, total_mb=z["total"] / MB,
+                               bits_per_weight=8 * z["linear"] / z["linear_params"],
+                               gguf_types="/".join(z["types"]) + " (embeddings and head: "
+                                          + "/".join(z["embedding_types"]) + ")")
+                else:
+                    bar.update(repeats + 1)
+                    row.update(decode_tok_s=None, decode_ms=None, decode_runs=[], build_s=None, weight_mb=None,
+                               embed_mb=None, total_mb=None, bits_per_weight=None, gguf_types=None)
+                rows.append(row)
     bar.close()
     return rows
 
@@ -195,13 +260,18 @@ def benchmarks(quick: bool = False) -> dict:
     """
     shape = "tiny" if quick else "llama-3.2-1b"
     tokens, repeats, context = (16, 5, 16) if quick else (16, 3, 64)
-    table = speed_table([shape], list(FORMATS), tokens=tokens, repeats=repeats, context=context, progress=False)
+    from acl26.papers.sherry import llamacpp
+
+    table = speed_table([shape], list(FORMATS), tokens=tokens, repeats=repeats, context=context, progress=False,
+                        peers=list(llamacpp.PEERS))
     t = {r["format"]: r for r in table}
 
     rows = []
     for key, what in (("decode_tok_s", "decode"), ("prefill_tok_s", f"prefill, {context} tokens")):
         for f, r in t.items():
-            row = dict(benchmark=f"{what} {LABELS[f]}", shape=shape,
+            if key == "prefill_tok_s" and r.get("peer") is True:
+                continue
+            row = dict(benchmark=f"{what} {r['label']}", shape=shape,
                        median_s=(1 / r[key] if key == "decode_tok_s" else context / r[key]) if r[key] else None,
                        ratio=_ratio(r[key], t["bf16"][key]), tok_s=r[key])
             if key == "decode_tok_s":
@@ -209,7 +279,7 @@ def benchmarks(quick: bool = False) -> dict:
             if r["status"] != "ok":
                 row["note"] = f"skipped: {r['reason']}"
             rows.append(row)
-    sh, i2, tl2, bf = (t[f]["decode_tok_s"] for f in ("sherry", "i2", "tl2", "bf16"))
+    sh, i2, tl2, bf, tq2 = (t[f]["decode_tok_s"] for f in ("sherry", "i2", "tl2", "bf16", "ggml-tq2_0"))
 
     def judged(ok, *needed):
         return None if quick or any(v is None for v in needed) else bool(ok())
@@ -222,9 +292,12 @@ def benchmarks(quick: bool = False) -> dict:
         dict(goal="Sherry decodes faster than TL2 (1.67-bit)", target="tok/s(Sherry) > tok/s(TL2)",
              measured=f"{show(sh)} vs {show(tl2)} tok/s ({show(_ratio(sh, tl2))}×; paper 0.7B "
                       f"{_paper_speed_ratio('0.7B', 'sherry', 'tl2'):.2f}×)", met=judged(lambda: sh > tl2, sh, tl2)),
-        dict(goal="Sherry decodes at least as fast as I2 (2-bit)", target="tok/s(Sherry) ≥ tok/s(I2)",
-             measured=f"{show(sh)} vs {show(i2)} tok/s ({show(_ratio(sh, i2))}×; paper 0.7B "
-                      f"{_paper_speed_ratio('0.7B', 'sherry', 'i2'):.2f}×)", met=judged(lambda: sh >= i2, sh, i2)),
+        dict(goal="Sherry decodes at least as fast as llama.cpp's TQ2_0 (2-bit, f16 head as ours is bf16)",
+             target="tok/s(Sherry) ≥ tok/s(TQ2_0)",
+             measured=f"{show(sh)} vs {show(tq2)} tok/s ({show(_ratio(sh, tq2))}×; paper 0.7B vs I2_S "
+                      f"{_paper_speed_ratio('0.7B', 'sherry', 'i2'):.2f}×; our lookup-table I2 {show(i2)} tok/s)"
+                      + ("" if tq2 is not None else f" [{t['ggml-tq2_0']['reason']}]"),
+             met=judged(lambda: sh >= tq2, sh, tq2)),
         dict(goal="Sherry weight bytes = 62.5% of I2's", target="62.5% (packed streams)",
              measured=f"{sb['streams'] / ib['streams']:.2%} of the streams; {sb['linear'] / ib['linear']:.2%} "
                       f"with per-row scales; {sb['total'] / ib['total']:.2%} of the whole model (bf16 "
@@ -235,6 +308,9 @@ def benchmarks(quick: bool = False) -> dict:
     return {"title": "Sherry: decode speed at model shapes", "shape": shape, "rows": rows, "goals": goals,
             "note": (f"Greedy decoding of {tokens} tokens after a {context}-token prefill through random-weight "
                      f"models of the {shape} shape; medians of {repeats} rounds, each running every format in "
-                     "turn. Numba and PyTorch on 2 threads. Ratio = tok/s over BF16's. The ternary formats keep "
-                     "the embeddings and the output head in bf16."
+                     "turn in an order that rotates every round; llama.cpp's rows are llama-bench on GGUF files "
+                     "of the same shape (random ternary weights), one sample per round in the same rotation. "
+                     "Numba, PyTorch and llama.cpp on 2 threads. Ratio = tok/s over BF16's. Our ternary formats "
+                     "keep the embeddings and the output head in bf16; llama.cpp's in f16, or quantized where "
+                     "the row says so."
                      + (" Quick run: the tiny shape, so the time goals are not judged." if quick else ""))}

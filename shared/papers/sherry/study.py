@@ -19,7 +19,7 @@ import torch
 
 from acl26 import claims as C
 from acl26 import evaluation, models, training, zoo
-from acl26.papers.sherry import decoder, kernel_bench, speed
+from acl26.papers.sherry import decoder, kernel_bench, llamacpp, speed
 from acl26.papers.sherry import paper as sherry_paper
 from acl26.papers.sherry import qat as sherry
 from acl26.params import Param, ParamSpec
@@ -40,6 +40,9 @@ SPEC = ParamSpec(
               choices=tuple(decoder.FORMATS)),
         Param("speed_tokens", int, "decode steps timed per (shape, format)", min=1),
         Param("speed_repeats", int, "timing repeats (medians are reported)", min=1),
+        Param("speed_peers", list, "llama.cpp decode peers timed in the same rounds (llama-bench on GGUF files of "
+              "each shape; skipped, saying why, where llama.cpp is not built)", elem=str, min_len=0,
+              choices=tuple(llamacpp.PEERS)),
         Param("peer_rounds", int, "rounds of the GEMV comparison with llama.cpp's TQ1_0 / TQ2_0 (when built)", min=1),
         Param("ptq_chars", int, "characters of the 2016 State of the Union scored with SmolLM2 (0: all)", min=0),
         Param("models_profile", str, "profile of the shared dense LM to start QAT from", choices=("smoke", "book", "paper")),
@@ -52,10 +55,11 @@ SPEC = ParamSpec(
     ),
     profiles={
         "book": dict(speed_shapes=["bitnet-0.7b", "llama-3.2-1b", "bitnet-3b"],
-                     speed_formats=["fp32", "bf16", "i2", "tl2", "sherry"], speed_tokens=8, speed_repeats=3,
-                     peer_rounds=3, ptq_chars=0, models_profile="book", variants=list(VARIANTS), qat_steps=90, qat_lr=1e-3,
-                     eval_blocks=64, track_every=10, seeds=[0]),
-        "smoke": dict(speed_shapes=["tiny"], speed_tokens=3, speed_repeats=1, peer_rounds=1, ptq_chars=2000,
+                     speed_formats=["fp32", "bf16", "i2", "tl2", "sherry"], speed_peers=list(llamacpp.PEERS),
+                     speed_tokens=8, speed_repeats=3,
+                     peer_rounds=3, ptq_chars=0, models_profile="book", variants=list(VARIANTS), qat_steps=64, qat_lr=1e-3,
+                     eval_blocks=64, track_every=8, seeds=[0, 1, 2]),
+        "smoke": dict(speed_shapes=["tiny"], speed_peers=["ggml-f16", "ggml-tq2_0"], speed_tokens=3, speed_repeats=1, peer_rounds=1, ptq_chars=2000,
                       models_profile="smoke", qat_steps=6, eval_blocks=4, track_every=2, seeds=[0, 1]),
         "paper": dict(speed_tokens=32, speed_repeats=5, qat_steps=1000, eval_blocks=256, seeds=[0, 1, 2]),
     },
@@ -199,6 +203,11 @@ def packed_perplexity(result, val: torch.Tensor) -> dict:
             "bits_per_weight": 8 * sum(m.packed.nbytes for m in layers) / n_weights}
 
 
+#: the matrix-vector shapes (rows x inputs) at which our kernels are timed beside ggml's: the
+#: 4096-square layer of the kernel benchmarks, and the MLP shape of test-backend-ops' perf suite
+GEMV_SHAPES = ((4096, 4096), (4096, 14336))
+
+
 def benchmarks(quick: bool = False) -> dict:
     """``acl26 bench sherry``: the kernel micro-benchmarks and the decode-speed goals."""
     kern = kernel_bench.benchmarks(quick=quick)
@@ -210,23 +219,27 @@ def benchmarks(quick: bool = False) -> dict:
 
 
 def _peer_benchmarks(quick: bool) -> dict:
-    """Our GEMV against llama.cpp's TQ1_0 / TQ2_0 at 4096 x 14336 (skipped, saying so, where it is not built)."""
+    """Our GEMV against llama.cpp's TQ1_0 / TQ2_0 at :data:`GEMV_SHAPES` (skipped, saying so, where it is not built)."""
     from acl26.papers.sherry import llamacpp, peers
 
-    goal = dict(goal="Sherry GEMV faster than llama.cpp's TQ1_0 and TQ2_0 (4096 x 14336, same threads)",
-                target="t(sherry) < t(TQ2_0) and < t(TQ1_0)")
+    shapes = [(1024, 1024)] if quick else list(GEMV_SHAPES)
+    goals = [dict(goal=f"Sherry GEMV faster than llama.cpp's TQ1_0 and TQ2_0 ({m} x {k}, same threads)",
+                  target="t(sherry) < t(TQ2_0) and < t(TQ1_0)") for m, k in shapes]
     if not llamacpp.available():
-        return {"rows": [], "goals": [dict(goal, measured="llama.cpp not built here (acl26 build-llamacpp)", met=None)],
+        return {"rows": [], "goals": [dict(g, measured="llama.cpp not built here (acl26 build-llamacpp)", met=None)
+                                      for g in goals],
                 "note": "llama.cpp was not built, so its kernels were not timed."}
-    summary = peers.gemv_summary(peers.gemv_vs_llamacpp(rounds=1 if quick else 5))
-    t = {r["format"]: r for r in summary}
-    rows = [dict(benchmark=f"GEMV {r['format']} ({r['source']}, {r['threads']} thread(s))", shape=r["shape"],
-                 median_s=r["median_us"] / 1e6, min_s=r["min_us"] / 1e6, max_s=r["max_us"] / 1e6,
-                 ratio=t["sherry"]["median_us"] / r["median_us"]) for r in summary]
-    met = t["sherry"]["max_us"] < min(t["TQ2_0"]["min_us"], t["TQ1_0"]["min_us"])
-    return {"rows": rows, "goals": [dict(goal, measured=" / ".join(f"{f} {t[f]['median_us']:.0f} µs" for f in
-                                                                  ("sherry", "TQ2_0", "TQ1_0")),
-                                         met=None if quick else bool(met))],
+    rows, done = [], []
+    for (m, k), goal in zip(shapes, goals):
+        summary = peers.gemv_summary(peers.gemv_vs_llamacpp((m, k), rounds=1 if quick else 5))
+        t = {r["format"]: r for r in summary}
+        rows += [dict(benchmark=f"GEMV {r['format']} ({r['source']}, {r['threads']} thread(s))", shape=r["shape"],
+                      median_s=r["median_us"] / 1e6, min_s=r["min_us"] / 1e6, max_s=r["max_us"] / 1e6,
+                      ratio=t["sherry"]["median_us"] / r["median_us"]) for r in summary]
+        met = t["sherry"]["max_us"] < min(t["TQ2_0"]["min_us"], t["TQ1_0"]["min_us"])
+        done.append(dict(goal, measured=" / ".join(f"{f} {t[f]['median_us']:.0f} µs" for f in ("sherry", "TQ2_0", "TQ1_0")),
+                         met=None if quick else bool(met)))
+    return {"rows": rows, "goals": done,
             "note": ("llama.cpp's rows: test-backend-ops perf (its own mean per run), on the threads it uses (half the "
                      "cores); ours at the same shape and threads; rounds alternate which runs first; ratio = Sherry's "
                      "median time / the row's; 'met' needs Sherry's slowest round to beat both peers' fastest.")}
@@ -251,7 +264,11 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
     where all three ternary formats were timed; the size claim on whole-model bytes at the shape of
     the paper's 0.7B row (else the first shape with Sherry and I2). ``llamacpp_gemv`` (rows of
     :func:`acl26.papers.sherry.peers.gemv_vs_llamacpp`, or None with ``llamacpp_reason``) decides
-    Sherry against ggml's kernels on the range over rounds of the faster TQ kernel's time over ours.
+    Sherry against ggml's kernels on the range over rounds of the faster TQ kernel's time over ours,
+    at the first matrix shape in the rows (the book: 4096 x 4096). ``speed_vs_tl2`` is decided
+    against our TL2 (a lookup kernel, as bitnet.cpp's TL2 is) and ``speed_vs_i2`` against llama.cpp's
+    TQ2_0 with an f16 head (row ``ggml-tq2_0``, a direct 2-bit kernel as bitnet.cpp's I2_S is), both on
+    the range over rounds of the per-round tok/s ratio; without that row ``speed_vs_i2`` is untested.
     """
     from acl26 import stats
 
@@ -277,19 +294,44 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
     ok = [r for r in rows if r["status"] == "ok"]
     by = {(r["shape"], r["format"]): r for r in ok}
     shape = next((r["shape"] for r in ok if all((r["shape"], f) in by for f in ("sherry", "i2", "tl2"))), None)
+
+    def round_ratios(a, b):
+        """Per-round tok/s ratios a / b (the rounds ran both, in a rotating order)."""
+        n = min(len(a["decode_runs"]), len(b["decode_runs"]))
+        return [x / y for x, y in zip(a["decode_runs"][:n], b["decode_runs"][:n])] or [a["decode_tok_s"] / b["decode_tok_s"]]
+
+    def tok(r):
+        return f"{r['decode_tok_s']:.2f} tok/s"
+
     if shape:
         s, i2, tl2 = by[(shape, "sherry")], by[(shape, "i2")], by[(shape, "tl2")]
-        for cid, other in (("speed_vs_tl2", tl2), ("speed_vs_i2", i2)):
-            ratio = s["decode_tok_s"] / other["decode_tok_s"]
-            ledger.record(cid, ratio, shown=f"{s['decode_tok_s']:.2f} vs {other['decode_tok_s']:.2f} tok/s ({shape}): {ratio:.2f}×",
-                          note="our own lookup-table kernel of the same design as Sherry's, not bitnet.cpp's "
-                               + ("I2_S (a direct 2-bit kernel)" if cid == "speed_vs_i2" else "TL2"))
+        tq1, tq2 = by.get((shape, "ggml-tq1_0")), by.get((shape, "ggml-tq2_0"))
+        iv = stats.repeat_range(round_ratios(s, tl2))
+        ledger.record("speed_vs_tl2", iv.estimate, interval=iv,
+                      shown=f"Sherry {tok(s)} vs our TL2 {tok(tl2)} ({shape}, {s['threads']} threads)"
+                            + (f"; llama.cpp TQ1_0 (1.69-bit) {tok(tq1)}" if tq1 else ""),
+                      note="TL2 is our lookup-table kernel, a lookup kernel as bitnet.cpp's TL2 is; per-round ratios, "
+                           "range over rounds" + ("" if tq1 else "; llama.cpp's TQ1_0 was not timed"))
+        if tq2:
+            iv = stats.repeat_range(round_ratios(s, tq2))
+            ledger.record("speed_vs_i2", iv.estimate, interval=iv,
+                          shown=f"Sherry {tok(s)} vs llama.cpp TQ2_0 {tok(tq2)} ({shape}, {s['threads']} threads); "
+                                f"our lookup-table I2 {tok(i2)}",
+                          note="decided against ggml's TQ2_0, a direct 2-bit decode-and-multiply kernel as bitnet.cpp's "
+                               "I2_S is, with embeddings and head in f16 as ours are in bf16; per-round ratios, range "
+                               "over rounds")
+        else:
+            miss = next((r for r in rows if r["shape"] == shape and r["format"] == "ggml-tq2_0"), None)
+            ledger.untested("speed_vs_i2", "llama.cpp's TQ2_0 (the direct 2-bit peer) was not timed"
+                            + (f": {miss['reason']}" if miss and miss.get("reason") else "")
+                            + f"; our lookup-table I2: {tok(i2)} vs Sherry {tok(s)}")
     else:
         for cid in ("speed_vs_tl2", "speed_vs_i2"):
             ledger.untested(cid, "the speed table lacks a shape with all three ternary formats")
 
     peer = results.get("llamacpp_gemv")
     if peer:
+        peer = [r for r in peer if r["shape"] == peer[0]["shape"]]  # decided at the first shape timed
         by_round: dict = {}
         for row in peer:
             by_round.setdefault(row["round"], {})[row["format"]] = row["us"]
