@@ -127,3 +127,28 @@ def test_ggml_gemv_at_any_shape_through_a_test_file():
         pytest.skip("llama.cpp is not built here: `acl26 build-llamacpp` (make book builds it)")
     rows = llamacpp.mul_mat_perf(("tq1_0", "tq2_0"), m=512, k=1024)
     assert sorted(r["type_a"] for r in rows) == ["tq1_0", "tq2_0"] and all(r["us_per_run"] > 0 for r in rows)
+
+
+def test_decode_summary_gives_ranges_and_per_round_ratios():
+    rows = [dict(shape="s", format="sherry", label="Sherry", status="ok", decode_tok_s=20.0, decode_runs=[20.0, 18.0, 22.0],
+                 total_mb=100.0, bits_per_weight=1.3),
+            dict(shape="s", format="ggml-tq2_0", label="TQ2_0", status="ok", decode_tok_s=10.0, decode_runs=[10.0, 12.0, 8.0],
+                 peer=True, gguf_types="TQ2_0 (embeddings and head: F16)", total_mb=120.0, bits_per_weight=2.06),
+            dict(shape="s", format="ggml-tq1_0", label="TQ1_0", status="skipped", decode_tok_s=None, decode_runs=[])]
+    out = {r["format"]: r for r in peers.decode_summary(rows)}
+    assert set(out) == {"sherry", "ggml-tq2_0"}  # skipped rows are left out
+    tq = out["ggml-tq2_0"]
+    assert tq["source"] == "llama.cpp" and tq["head"] == "F16" and out["sherry"]["source"] == "ours"
+    assert (tq["min_tok_s"], tq["decode_tok_s"], tq["max_tok_s"]) == (8.0, 10.0, 12.0)
+    # per-round ratios 2.0, 1.5, 2.75: their median and range, not the ratio of medians
+    assert tq["sherry / this"] == 2.0 and tq["min ratio"] == 1.5 and tq["max ratio"] == 2.75
+
+
+def test_gemv_summary_groups_by_shape():
+    rows = [dict(format=f, source="ours" if f == "sherry" else "llama.cpp", round=r, us=us * (1 + r / 10), threads=1,
+                 shape=shape) for shape, scale in (("4096x4096", 1.0), ("4096x14336", 3.5))
+            for r in range(3) for f, us in (("sherry", 800.0 * scale), ("TQ2_0", 1000.0 * scale))]
+    out = {(r["shape"], r["format"]): r for r in peers.gemv_summary(rows)}
+    assert set(out) == {(s, f) for s in ("4096x4096", "4096x14336") for f in ("sherry", "TQ2_0")}
+    assert out[("4096x4096", "TQ2_0")]["vs_sherry"] == pytest.approx(1.25)
+    assert out[("4096x14336", "sherry")]["min_us"] == pytest.approx(2800.0)

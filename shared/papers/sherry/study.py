@@ -55,13 +55,13 @@ SPEC = ParamSpec(
     ),
     profiles={
         "book": dict(speed_shapes=["bitnet-0.7b", "llama-3.2-1b", "bitnet-3b"],
-                     speed_formats=["fp32", "bf16", "i2", "tl2", "sherry"], speed_peers=list(llamacpp.PEERS),
+                     speed_formats=["fp32", "bf16", "i2", "tl2", "sherry"], speed_peers=[k for k in llamacpp.PEERS if k != "ggml-f16"],
                      speed_tokens=8, speed_repeats=3,
                      peer_rounds=3, ptq_chars=0, models_profile="book", variants=list(VARIANTS), qat_steps=56, qat_lr=1e-3,
                      eval_blocks=64, track_every=8, seeds=[0, 1, 2]),
         "smoke": dict(speed_shapes=["tiny"], speed_peers=["ggml-f16", "ggml-tq2_0"], speed_tokens=3, speed_repeats=1, peer_rounds=1, ptq_chars=2000,
                       models_profile="smoke", qat_steps=6, eval_blocks=4, track_every=2, seeds=[0, 1]),
-        "paper": dict(speed_tokens=32, speed_repeats=5, qat_steps=1000, eval_blocks=256, seeds=[0, 1, 2]),
+        "paper": dict(speed_peers=list(llamacpp.PEERS), speed_tokens=32, speed_repeats=5, qat_steps=1000, eval_blocks=256, seeds=[0, 1, 2]),
     },
 )
 
