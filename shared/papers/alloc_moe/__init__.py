@@ -1,0 +1,31 @@
+"""Alloc-MoE: budget-aware expert activation allocation (ACL 2026, arXiv 2604.08133).
+
+:mod:`.routing` routes any transformers MoE (Qwen2/3-MoE, OLMoE, Mixtral, DeepSeek-V2) under a
+budget: per-layer top-k, top-p, NAEE-style skipping and Alloc-T (:func:`alloc_t_mask`), counting
+the activated pairs. Alloc-L's DP is :func:`acl26.kernels.dp_alloc.allocate`. :mod:`.speed` times
+an MoE layer at DeepSeek-V2-Lite's shapes, :mod:`.bench` the DP, :mod:`.study` holds the
+chapter's experiments and verdicts.
+"""
+
+from acl26 import zoo
+from acl26.chapter import Chapter
+from acl26.papers.alloc_moe import study
+from acl26.papers.alloc_moe.routing import (Counter, Policy, alloc_t, alloc_t_mask, budgeted, moe_blocks, native_k,
+                                            skip, topk, topp)
+
+CHAPTER = Chapter(
+    id="alloc_moe",
+    title="Alloc-MoE: Budget-Aware Expert Activation Allocation for Efficient Mixture-of-Experts Inference",
+    arxiv="2604.08133",
+    venue="ACL 2026",
+    cite="allocmoe2026",
+    spec=study.SPEC,
+    claims=tuple(study.CLAIMS),
+    record_claims=study.record_claims,
+    assets=zoo.ASSETS,
+    benchmarks=study.benchmarks,
+    order=30,
+)
+
+__all__ = ["CHAPTER", "Counter", "Policy", "alloc_t", "alloc_t_mask", "budgeted", "moe_blocks", "native_k", "skip",
+           "topk", "topp"]

@@ -1,0 +1,234 @@
+"""The speed of budgeted routing at real shapes: one MoE layer of DeepSeek-V2-Lite with random weights.
+
+:class:`MoELayer` holds one layer's routed experts (fused 3-D tensors in transformers 5.x's
+layout: ``gate_up`` (E, 2I, H), ``down`` (E, H, I)), its shared experts (one MLP of width
+``n_shared * I``, as DeepSeek-V2 fuses them) and its router. :func:`grouped_forward` really skips
+inactive experts: the (token, expert) pairs are sorted by expert and each expert with at least one
+token multiplies only its tokens; dropped slots (index ``E``) cost nothing. :func:`dense_forward`
+is the reference (every expert on every token, weighted by the selection). :func:`hf_grouped`
+runs transformers' own ``grouped_mm`` experts path on the same tensors, as a reference timing.
+
+:func:`cost_curve` times prefill (``T`` tokens) and decode (one token) at every uniform
+``k = 1..K`` in interleaved rounds whose order rotates; :func:`stack_speedups` turns the per-``k``
+layer times of each round into the time of a stack of layers at an allocation (uniform or
+Alloc-L-shaped), and the speed-up at half budget as per-round ratios.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from acl26 import checks, timing
+
+#: DeepSeek-V2-Lite's MoE layer (its config: hidden 2048, 64 routed experts of width 1408, 2 shared, top-6; 26 MoE layers)
+DSV2_LITE = dict(hidden=2048, experts=64, width=1408, shared=2, top_k=6, layers=26)
+
+
+@dataclass
+class MoELayer:
+    gate_up: torch.Tensor  # (E, 2I, H)
+    down: torch.Tensor  # (E, H, I)
+    router: torch.Tensor  # (E, H)
+    shared_gate_up: torch.Tensor | None  # (2 * S * I, H)
+    shared_down: torch.Tensor | None  # (H, S * I)
+    top_k: int
+
+    @property
+    def num_experts(self) -> int:
+        return int(self.gate_up.shape[0])
+
+    @property
+    def hidden(self) -> int:
+        return int(self.gate_up.shape[2])
+
+
+def random_layer(hidden: int, experts: int, width: int, shared: int, top_k: int, *, seed: int = 0,
+                 dtype: torch.dtype = torch.float32) -> MoELayer:
+    """A layer with random weights (scaled as at initialisation, so activations stay O(1))."""
+    checks.integer("hidden", hidden, 1)
+    checks.integer("experts", experts, 1)
+    checks.integer("width", width, 1)
+    checks.integer("shared", shared, 0)
+    checks.integer("top_k", top_k, 1, experts)
+    g = torch.Generator().manual_seed(seed)
+
+    def rnd(*shape, fan_in):
+        return (torch.randn(*shape, generator=g, dtype=torch.float32) / math.sqrt(fan_in)).to(dtype)
+
+    return MoELayer(gate_up=rnd(experts, 2 * width, hidden, fan_in=hidden), down=rnd(experts, hidden, width, fan_in=width),
+                    router=rnd(experts, hidden, fan_in=hidden),
+                    shared_gate_up=rnd(2 * shared * width, hidden, fan_in=hidden) if shared else None,
+                    shared_down=rnd(hidden, shared * width, fan_in=shared * width) if shared else None, top_k=top_k)
+
+
+def route(layer: MoELayer, x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax top-``k`` routing (unnormalised weights), padded with the sentinel ``E`` to ``top_k`` slots."""
+    probs = torch.softmax(x @ layer.router.T, dim=-1, dtype=torch.float32)
+    w, idx = torch.topk(probs, layer.top_k, dim=-1)
+    if k < layer.top_k:
+        idx = idx.clone()
+        w = w.clone()
+        idx[:, k:] = layer.num_experts
+        w[:, k:] = 0
+    return idx, w.to(x.dtype)
+
+
+def _shared(layer: MoELayer, x: torch.Tensor) -> torch.Tensor:
+    if layer.shared_gate_up is None:
+        return torch.zeros_like(x)
+    g, u = (x @ layer.shared_gate_up.T).chunk(2, dim=-1)
+    return (F.silu(g) * u) @ layer.shared_down.T
+
+
+def grouped_forward(layer: MoELayer, x: torch.Tensor, idx: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Routed experts on their own tokens only (pairs grouped by expert; index E skipped), plus shared experts."""
+    E = layer.num_experts
+    T, K = idx.shape
+    flat_e = idx.reshape(-1)
+    keep = flat_e < E
+    flat_t = torch.arange(T, device=x.device).repeat_interleave(K)[keep]
+    flat_w = w.reshape(-1)[keep]
+    flat_e = flat_e[keep]
+    order = torch.argsort(flat_e, stable=True)
+    e_sorted, t_sorted, w_sorted = flat_e[order], flat_t[order], flat_w[order]
+    counts = torch.bincount(e_sorted, minlength=E).tolist()
+    out = _shared(layer, x)
+    start = 0
+    for e, c in enumerate(counts):
+        if not c:
+            continue
+        tok = t_sorted[start:start + c]
+        g, u = (x[tok] @ layer.gate_up[e].T).chunk(2, dim=-1)
+        y = (F.silu(g) * u) @ layer.down[e].T
+        out.index_add_(0, tok, y * w_sorted[start:start + c, None])
+        start += c
+    return out
+
+
+def dense_forward(layer: MoELayer, x: torch.Tensor, idx: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """The reference: every expert on every token, combined with the selection's weights (zeros elsewhere)."""
+    E = layer.num_experts
+    T = x.shape[0]
+    sel = torch.zeros(T, E + 1, dtype=x.dtype)
+    sel.scatter_add_(1, idx, w)
+    sel = sel[:, :E]
+    out = _shared(layer, x)
+    for e in range(E):
+        g, u = (x @ layer.gate_up[e].T).chunk(2, dim=-1)
+        out = out + ((F.silu(g) * u) @ layer.down[e].T) * sel[:, e:e + 1]
+    return out
+
+
+def hf_experts(layer: MoELayer, implementation: str = "grouped_mm"):
+    """transformers' Qwen3-MoE experts module on the same tensors (no copy), with ``implementation``."""
+    from transformers import Qwen3MoeConfig
+    from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeExperts
+
+    cfg = Qwen3MoeConfig(hidden_size=layer.hidden, moe_intermediate_size=int(layer.down.shape[2]),
+                         num_experts=layer.num_experts, num_experts_per_tok=layer.top_k)
+    cfg._experts_implementation = implementation
+    with torch.device("meta"):
+        mod = Qwen3MoeExperts(cfg)
+    mod.gate_up_proj = torch.nn.Parameter(layer.gate_up, requires_grad=False)
+    mod.down_proj = torch.nn.Parameter(layer.down, requires_grad=False)
+    return mod
+
+
+def hf_forward(layer: MoELayer, experts, x: torch.Tensor, k: int) -> torch.Tensor:
+    """HF's experts path at plain top-``k`` (no sentinel: its grouped_mm handles one only under expert parallelism)."""
+    probs = torch.softmax(x @ layer.router.T, dim=-1, dtype=torch.float32)
+    w, idx = torch.topk(probs, k, dim=-1)
+    return experts(x, idx, w.to(x.dtype)) + _shared(layer, x)
+
+
+@torch.no_grad()
+def cost_curve(layer: MoELayer, *, prefill_tokens: int, rounds: int, calls: int = 1, seed: int = 0,
+               ks: Sequence[int] | None = None, hf: bool = True, threads: int | None = None) -> dict:
+    """Seconds per layer call, per round, of prefill (``prefill_tokens`` tokens) and decode (1 token) at
+    each uniform ``k``, ours (grouped) and, with ``hf``, transformers' grouped_mm at the same k.
+
+    Returns ``{"ours": {phase: {k: [s per round]}}, "hf": {...}, "pairs": {phase: {k: n}}}``. Routing
+    (the router GEMM and top-k) is inside the timed call for both.
+    """
+    checks.integer("prefill_tokens", prefill_tokens, 1)
+    checks.integer("rounds", rounds, 1)
+    ks = list(ks or range(1, layer.top_k + 1))
+    g = torch.Generator().manual_seed(seed)
+    xs = {"prefill": torch.randn(prefill_tokens, layer.hidden, generator=g),
+          "decode": torch.randn(1, layer.hidden, generator=g)}
+    experts = hf_experts(layer) if hf else None
+    cands = {}
+    for phase, x in xs.items():
+        for k in ks:
+            cands[("ours", phase, k)] = (lambda x=x, k=k: grouped_forward(layer, x, *route(layer, x, k)))
+            if hf:
+                cands[("hf", phase, k)] = (lambda x=x, k=k: hf_forward(layer, experts, x, k))
+    ctx = timing.threads(threads) if threads else _null()
+    with ctx:
+        times = timing.interleaved(cands, rounds=rounds, calls=calls, warm_s=0.0)
+    out: dict = {"ours": {}, "hf": {}, "pairs": {}}
+    for (who, phase, k), ts in times.items():
+        per_round = [float(np.median(ts[i * calls:(i + 1) * calls])) for i in range(rounds)]
+        out[who].setdefault(phase, {})[k] = per_round
+        out["pairs"].setdefault(phase, {})[k] = xs[phase].shape[0] * k
+    return out
+
+
+class _null:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def stack_time(per_k: dict[int, list[float]], ks: Sequence[int]) -> list[float]:
+    """Per round: the time of a stack of layers at allocation ``ks`` (the sum of each layer's per-k time)."""
+    n = min(len(v) for v in per_k.values())
+    return [sum(per_k[k][r] for k in ks) for r in range(n)]
+
+
+def stack_speedups(curve: dict, allocations: dict[str, Sequence[int]], full: Sequence[int], who: str = "ours") -> list[dict]:
+    """Rows per (phase, allocation): the stack's time over the full-budget stack's, as per-round speed-ups."""
+    from acl26 import stats
+
+    rows = []
+    for phase, per_k in curve[who].items():
+        base = stack_time(per_k, full)
+        for name, ks in allocations.items():
+            t = stack_time(per_k, ks)
+            ratios = [b / x for b, x in zip(base, t)]
+            iv = stats.repeat_range(ratios)
+            rows.append({"phase": phase, "allocation": name, "experts (sum k)": int(sum(ks)), "layers": len(ks),
+                         "stack ms (median)": 1e3 * float(np.median(t)), "full-budget ms (median)": 1e3 * float(np.median(base)),
+                         "speed-up": iv.estimate, "speed-up min": iv.lo, "speed-up max": iv.hi, "rounds": iv.n,
+                         "_ratios": ratios})
+    return rows
+
+
+def stretch(ks: Sequence[int], layers: int, budget: int, k_max: int) -> list[int]:
+    """An allocation of ``len(ks)`` layers stretched to ``layers`` layers (nearest source layer by
+    relative depth), then adjusted one expert at a time so it sums to ``budget`` within 1..k_max
+    (adding where the stretched shape is highest, removing where it is lowest, deepest first)."""
+    checks.integer("layers", layers, 1)
+    checks.integer("k_max", k_max, 1)
+    checks.integer("budget", budget, layers, layers * k_max)
+    src = list(ks)
+    if not src:
+        raise ValueError("ks must not be empty")
+    out = [int(min(k_max, max(1, src[min(len(src) - 1, int(i * len(src) / layers))]))) for i in range(layers)]
+    while sum(out) < budget:
+        cands = [i for i in range(layers) if out[i] < k_max]
+        i = max(cands, key=lambda j: (out[j], -j))
+        out[i] += 1
+    while sum(out) > budget:
+        cands = [i for i in range(layers) if out[i] > 1]
+        i = min(cands, key=lambda j: (out[j], -j))
+        out[i] -= 1
+    return out
