@@ -353,3 +353,21 @@ def test_checkpoint_without_tokenizer_fails_naming_it(tmp_path):
     P = study.SPEC.resolve("smoke", {"checkpoint": str(tmp_path)})
     with pytest.raises(ValueError, match="checkpoint"):
         study.subject(P)
+
+
+def test_allocation_benchmark_quick_and_its_peers_agree():
+    from acl26.papers.alloc_moe import bench
+
+    out = bench.benchmarks(quick=True)
+    goals = {g["goal"]: g for g in out["goals"]}
+    assert goals["allocate matches brute force on random small instances"]["met"] is True
+    assert {r["benchmark"] for r in out["rows"]} == {"allocate: numba DP", "allocate: pure-Python DP", "allocate: scipy milp"}
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        cost = rng.random((5, 4))
+        b = int(rng.integers(5, 21))
+        ks = bench.python_dp(cost.tolist(), b)
+        best = cost[np.arange(5), np.asarray(ks) - 1].sum()
+        assert np.isclose(best, cost[np.arange(5), bench.milp_alloc(cost, b) - 1].sum())
+        from acl26.kernels import dp_alloc
+        assert np.isclose(best, cost[np.arange(5), dp_alloc.allocate(cost, b) - 1].sum())

@@ -88,3 +88,32 @@ def test_run_all_runs_support_pages_first(monkeypatch, fake_repo, tmp_path):
         nb.write_text("{}")
     runner.run_all(["lopt", "models"], "smoke", out_dir=tmp_path / "o", root=fake_repo)
     assert seen == ["models", "lopt"]
+
+
+def test_source_digest_of_a_chapter_leaves_out_the_other_chapters(tmp_path, monkeypatch):
+    from acl26 import execution
+
+    pkg, kern = tmp_path / "acl26", tmp_path / "kernels"
+    for f in ("core.py", "papers/__init__.py", "papers/a/study.py", "papers/b/study.py"):
+        (pkg / f).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / f).write_text(f"# {f}\n")
+    kern.mkdir()
+    (kern / "k.py").write_text("# kernel\n")
+    monkeypatch.setattr(execution, "_package_roots", lambda: [pkg, kern])
+
+    def digests():
+        execution.source_digest.cache_clear()
+        return {c: execution.source_digest(c) for c in (None, "a", "b")}
+
+    before = digests()
+    (pkg / "papers/b/study.py").write_text("# b, edited\n")
+    after = digests()
+    assert after["a"] == before["a"] and after["b"] != before["b"] and after[None] != before[None]
+    for f in ("core.py", "papers/__init__.py"):
+        (pkg / f).write_text("# shared, edited\n")
+        again = digests()
+        assert all(again[c] != after[c] for c in again)
+        after = again
+    (kern / "k.py").write_text("# kernel, edited\n")
+    assert all(v != after[c] for c, v in digests().items())
+    execution.source_digest.cache_clear()
