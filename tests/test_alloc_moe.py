@@ -314,13 +314,25 @@ def test_stack_speedups_and_stretch():
         assert len(out) == layers and sum(out) == budget and min(out) >= 1 and max(out) <= 6
     with pytest.raises(ValueError, match="budget"):
         S.stretch([1, 2], 4, 30, 6)
+    curve["attn"] = {"decode": {0: [0.5, 0.5]}}
+    curve["head"] = {"decode": {0: [1.0, 1.0]}}
+    rows = S.stack_speedups(curve, {"half": [2, 2]}, [4, 4], with_rest=True)
+    assert rows[0]["_ratios"] == pytest.approx([(8 + 2) / (4 + 2), (8 + 2) / (4.4 + 2)])
+    assert rows[0]["scope"].startswith("MoE + attention")
+    del curve["attn"]
+    with pytest.raises(ValueError, match="rest"):
+        S.stack_speedups(curve, {"half": [2, 2]}, [4, 4], with_rest=True)
 
 
 def test_cost_curve_records_every_round():
     layer = S.random_layer(16, 4, 8, 1, 2)
-    c = S.cost_curve(layer, prefill_tokens=8, rounds=3)
+    rest = S.random_rest(((24, 16), (10, 16), (32, 8), (16, 16)), 50, 16)
+    c = S.cost_curve(layer, prefill_tokens=8, rounds=3, rest=rest)
     assert set(c["ours"]) == {"prefill", "decode"} and all(len(v) == 3 for v in c["ours"]["prefill"].values())
     assert c["pairs"]["prefill"] == {1: 8, 2: 16}
+    assert len(c["attn"]["prefill"][0]) == 3 and len(c["head"]["decode"][0]) == 3
+    q, up, o = S.attn_forward(rest, torch.randn(5, 16))
+    assert q.shape == (5, 24) and up.shape == (5, 32) and o.shape == (5, 16)
 
 
 # --------------------------------------------------------------------------------------------

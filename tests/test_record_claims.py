@@ -125,7 +125,7 @@ def alloc_moe_good():
             "k_base": {0: arm(0.15 - 0.015), 1: nll[(3, "alloc-t")], 2: arm(0.15 - 0.01), 3: nll[(3, "uniform")]}}
     seeds = {s: {"uniform": arm(0.15 + d), "alloc-l+t": arm(0.12 + d), "full": arm(d), "alloc": [4, 4, 3, 3, 2, 2]}
              for s, d in ((0, 0.0), (1, 0.02), (2, -0.01))}
-    speed = {"rows": [dict(phase=p, allocation=a, _ratios=r, **{"speed-up": r[1]})
+    speed = {"rows": [dict(phase=p, allocation=a, _ratios=r, scope="MoE + attention projections + head", **{"speed-up": r[1]})
                       for p, r in (("prefill", [1.6, 1.7, 1.65]), ("decode", [1.9, 2.0, 2.1])) for a in ("uniform", "Alloc-L-shaped")],
              "grouped_err": 1e-7, "layers": 26, "shape": "dsv2-lite"}
     return {"grid": grid, "seeds": seeds, "speed": speed, "n_resamples": 999}

@@ -26,8 +26,11 @@ import torch.nn.functional as F
 
 from acl26 import checks, timing
 
-#: DeepSeek-V2-Lite's MoE layer (its config: hidden 2048, 64 routed experts of width 1408, 2 shared, top-6; 26 MoE layers)
-DSV2_LITE = dict(hidden=2048, experts=64, width=1408, shared=2, top_k=6, layers=26)
+#: DeepSeek-V2-Lite's MoE layer (its config: hidden 2048, 64 routed experts of width 1408, 2 shared, top-6; 26 MoE
+#: layers), its MLA attention projections (16 heads; q 16 x (128 + 64), compressed KV 512 + 64 rope, values 128)
+#: and its 102,400-word output head
+DSV2_LITE = dict(hidden=2048, experts=64, width=1408, shared=2, top_k=6, layers=26,
+                 attn=((16 * 192, 2048), (512 + 64, 2048), (16 * (128 + 128), 512), (2048, 16 * 128)), vocab=102400)
 
 
 @dataclass
@@ -147,14 +150,44 @@ def hf_forward(layer: MoELayer, experts, x: torch.Tensor, k: int) -> torch.Tenso
     return experts(x, idx, w.to(x.dtype)) + _shared(layer, x)
 
 
+@dataclass
+class Rest:
+    """What a decoder layer has besides its MoE block, and the model's head: the attention projections
+    (each ``(out, in)``) and the output head, random weights. Softmax attention over the context and
+    the KV cache are not modelled (at 512 tokens and batch 1 they are a small share)."""
+
+    attn: list[torch.Tensor]
+    head: torch.Tensor | None
+
+
+def random_rest(attn_shapes: Sequence[tuple[int, int]], vocab: int, hidden: int, *, seed: int = 1) -> Rest:
+    g = torch.Generator().manual_seed(seed)
+    attn = [torch.randn(o, i, generator=g) / math.sqrt(i) for o, i in attn_shapes]
+    return Rest(attn=attn, head=torch.randn(vocab, hidden, generator=g) / math.sqrt(hidden) if vocab else None)
+
+
+def attn_forward(rest: Rest, x: torch.Tensor) -> list[torch.Tensor]:
+    """One layer's attention projections in sequence: MLA's query, compressed KV, KV up-projection and
+    output (``x`` stands in for the attention output feeding the last one: the same shape)."""
+    q = x @ rest.attn[0].T
+    kv = x @ rest.attn[1].T
+    up = kv[:, : rest.attn[2].shape[1]] @ rest.attn[2].T
+    o = x[:, : rest.attn[3].shape[1]] @ rest.attn[3].T
+    return [q, up, o]
+
+
 @torch.no_grad()
 def cost_curve(layer: MoELayer, *, prefill_tokens: int, rounds: int, calls: int = 1, seed: int = 0,
-               ks: Sequence[int] | None = None, hf: bool = True, threads: int | None = None) -> dict:
+               ks: Sequence[int] | None = None, hf: bool = True, threads: int | None = None,
+               rest: Rest | None = None) -> dict:
     """Seconds per layer call, per round, of prefill (``prefill_tokens`` tokens) and decode (1 token) at
-    each uniform ``k``, ours (grouped) and, with ``hf``, transformers' grouped_mm at the same k.
+    each uniform ``k``, ours (grouped) and, with ``hf``, transformers' grouped_mm at the same k; with
+    ``rest``, also one layer's attention projections (key 0 under ``"attn"``) and the head on one
+    token (``"head"``), in the same rounds.
 
-    Returns ``{"ours": {phase: {k: [s per round]}}, "hf": {...}, "pairs": {phase: {k: n}}}``. Routing
-    (the router GEMM and top-k) is inside the timed call for both.
+    Returns ``{"ours": {phase: {k: [s per round]}}, "hf": {...}, "attn": {phase: {0: [...]}},
+    "head": {phase: {0: [...]}}, "pairs": {phase: {k: n}}}``. Routing (the router GEMM and top-k)
+    is inside the timed call for ours and HF's.
     """
     checks.integer("prefill_tokens", prefill_tokens, 1)
     checks.integer("rounds", rounds, 1)
@@ -169,14 +202,19 @@ def cost_curve(layer: MoELayer, *, prefill_tokens: int, rounds: int, calls: int 
             cands[("ours", phase, k)] = (lambda x=x, k=k: grouped_forward(layer, x, *route(layer, x, k)))
             if hf:
                 cands[("hf", phase, k)] = (lambda x=x, k=k: hf_forward(layer, experts, x, k))
+        if rest is not None:
+            cands[("attn", phase, 0)] = (lambda x=x: attn_forward(rest, x))
+            if rest.head is not None:
+                cands[("head", phase, 0)] = (lambda x=x: x[-1:] @ rest.head.T)
     ctx = timing.threads(threads) if threads else _null()
     with ctx:
         times = timing.interleaved(cands, rounds=rounds, calls=calls, warm_s=0.0)
-    out: dict = {"ours": {}, "hf": {}, "pairs": {}}
+    out: dict = {"ours": {}, "hf": {}, "attn": {}, "head": {}, "pairs": {}}
     for (who, phase, k), ts in times.items():
         per_round = [float(np.median(ts[i * calls:(i + 1) * calls])) for i in range(rounds)]
         out[who].setdefault(phase, {})[k] = per_round
-        out["pairs"].setdefault(phase, {})[k] = xs[phase].shape[0] * k
+        if who in ("ours", "hf"):
+            out["pairs"].setdefault(phase, {})[k] = xs[phase].shape[0] * k
     return out
 
 
@@ -188,24 +226,40 @@ class _null:
         return False
 
 
-def stack_time(per_k: dict[int, list[float]], ks: Sequence[int]) -> list[float]:
-    """Per round: the time of a stack of layers at allocation ``ks`` (the sum of each layer's per-k time)."""
+def stack_time(per_k: dict[int, list[float]], ks: Sequence[int], extra: Sequence[float] | None = None) -> list[float]:
+    """Per round: the time of a stack of layers at allocation ``ks`` (the sum of each layer's per-k time),
+    plus ``extra[r]`` (e.g. the attention projections of every layer and the head) where given."""
     n = min(len(v) for v in per_k.values())
-    return [sum(per_k[k][r] for k in ks) for r in range(n)]
+    return [sum(per_k[k][r] for k in ks) + (extra[r] if extra is not None else 0.0) for r in range(n)]
 
 
-def stack_speedups(curve: dict, allocations: dict[str, Sequence[int]], full: Sequence[int], who: str = "ours") -> list[dict]:
-    """Rows per (phase, allocation): the stack's time over the full-budget stack's, as per-round speed-ups."""
+def _extra(curve: dict, phase: str, layers: int) -> list[float] | None:
+    attn = curve.get("attn", {}).get(phase, {}).get(0)
+    if attn is None:
+        return None
+    head = curve.get("head", {}).get(phase, {}).get(0) or [0.0] * len(attn)
+    return [layers * a + h for a, h in zip(attn, head)]
+
+
+def stack_speedups(curve: dict, allocations: dict[str, Sequence[int]], full: Sequence[int], who: str = "ours",
+                   with_rest: bool = False) -> list[dict]:
+    """Rows per (phase, allocation): the stack's time over the full-budget stack's, as per-round speed-ups.
+    With ``with_rest``, every stack also pays its layers' attention projections and the head (the
+    curve's ``attn`` and ``head``), the same at every budget."""
     from acl26 import stats
 
     rows = []
     for phase, per_k in curve[who].items():
-        base = stack_time(per_k, full)
+        extra = _extra(curve, phase, len(full)) if with_rest else None
+        if with_rest and extra is None:
+            raise ValueError("with_rest needs a cost curve timed with rest= (attention projections and head)")
+        base = stack_time(per_k, full, extra)
         for name, ks in allocations.items():
-            t = stack_time(per_k, ks)
+            t = stack_time(per_k, ks, extra)
             ratios = [b / x for b, x in zip(base, t)]
             iv = stats.repeat_range(ratios)
-            rows.append({"phase": phase, "allocation": name, "experts (sum k)": int(sum(ks)), "layers": len(ks),
+            rows.append({"phase": phase, "allocation": name, "scope": "MoE + attention projections + head" if with_rest
+                         else "MoE layers only", "experts (sum k)": int(sum(ks)), "layers": len(ks),
                          "stack ms (median)": 1e3 * float(np.median(t)), "full-budget ms (median)": 1e3 * float(np.median(base)),
                          "speed-up": iv.estimate, "speed-up min": iv.lo, "speed-up max": iv.hi, "rounds": iv.n,
                          "_ratios": ratios})
