@@ -179,11 +179,13 @@ def attn_forward(rest: Rest, x: torch.Tensor) -> list[torch.Tensor]:
 @torch.no_grad()
 def cost_curve(layer: MoELayer, *, prefill_tokens: int, rounds: int, calls: int = 1, seed: int = 0,
                ks: Sequence[int] | None = None, hf: bool = True, threads: int | None = None,
-               rest: Rest | None = None) -> dict:
+               rest: Rest | None = None, decode_calls: int = 9) -> dict:
     """Seconds per layer call, per round, of prefill (``prefill_tokens`` tokens) and decode (1 token) at
     each uniform ``k``, ours (grouped) and, with ``hf``, transformers' grouped_mm at the same k; with
     ``rest``, also one layer's attention projections (key 0 under ``"attn"``) and the head on one
-    token (``"head"``), in the same rounds.
+    token (``"head"``), in the same rounds. Prefill and decode each run in their own interleaved
+    rounds (``calls`` and ``decode_calls`` timed calls per candidate per round, the round's figure
+    their median).
 
     Returns ``{"ours": {phase: {k: [s per round]}}, "hf": {...}, "attn": {phase: {0: [...]}},
     "head": {phase: {0: [...]}}, "pairs": {phase: {k: n}}}``. Routing (the router GEMM and top-k)
@@ -191,6 +193,8 @@ def cost_curve(layer: MoELayer, *, prefill_tokens: int, rounds: int, calls: int 
     """
     checks.integer("prefill_tokens", prefill_tokens, 1)
     checks.integer("rounds", rounds, 1)
+    checks.integer("calls", calls, 1)
+    checks.integer("decode_calls", decode_calls, 1)
     ks = list(ks or range(1, layer.top_k + 1))
     g = torch.Generator().manual_seed(seed)
     xs = {"prefill": torch.randn(prefill_tokens, layer.hidden, generator=g),
@@ -207,11 +211,17 @@ def cost_curve(layer: MoELayer, *, prefill_tokens: int, rounds: int, calls: int 
             if rest.head is not None:
                 cands[("head", phase, 0)] = (lambda x=x: x[-1:] @ rest.head.T)
     ctx = timing.threads(threads) if threads else _null()
+    times, n_calls = {}, {"prefill": calls, "decode": decode_calls}
     with ctx:
-        times = timing.interleaved(cands, rounds=rounds, calls=calls, warm_s=0.0)
+        # each phase in its own interleaved rounds (ratios are taken within a phase): a prefill call takes
+        # about a second, so once per round; a decode call tens of ms, so the median of decode_calls
+        for phase in xs:
+            times.update(timing.interleaved({c: f for c, f in cands.items() if c[1] == phase}, rounds=rounds,
+                                            calls=n_calls[phase], warm_s=0.0))
     out: dict = {"ours": {}, "hf": {}, "attn": {}, "head": {}, "pairs": {}}
     for (who, phase, k), ts in times.items():
-        per_round = [float(np.median(ts[i * calls:(i + 1) * calls])) for i in range(rounds)]
+        c = n_calls[phase]
+        per_round = [float(np.median(ts[i * c:(i + 1) * c])) for i in range(rounds)]
         out[who].setdefault(phase, {})[k] = per_round
         if who in ("ours", "hf"):
             out["pairs"].setdefault(phase, {})[k] = xs[phase].shape[0] * k

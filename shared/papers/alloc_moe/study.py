@@ -61,7 +61,7 @@ SPEC = ParamSpec(
         "book": dict(models_profile="book", checkpoint="", seeds=[0, 1, 2], budgets=[2, 3, 4, 5], eval_blocks=96,
                      calib_blocks=16, calib_source="sotu", calib_alt="shakespeare", batch_blocks=8, k_base=1,
                      k_base_sweep=[0, 1, 2, 3], lexi_samples=512, match_iters=10, match_blocks=8, n_resamples=2999,
-                     speed_shape="dsv2-lite", speed_prefill=512, speed_rounds=5),
+                     speed_shape="dsv2-lite", speed_prefill=512, speed_rounds=7),
         "smoke": dict(models_profile="smoke", seeds=[0], budgets=[1, 2], eval_blocks=8, calib_blocks=2, batch_blocks=2,
                       k_base_sweep=[0, 1], lexi_samples=32, match_iters=4, match_blocks=2, n_resamples=199,
                       speed_shape="tiny", speed_prefill=32, speed_rounds=2),
