@@ -10,13 +10,14 @@ token, and then picks one ``k_i`` per layer. :func:`allocate` solves that choice
 by dynamic programming over layers and the number of experts spent so far: ``best[i, b]`` is the
 least cost of layers ``0..i`` spending exactly ``b`` experts, ``best[i, b] = min_k best[i-1, b-k]
 + cost[i, k-1]``, and the answer is the least ``best[L-1, b]`` over ``b <= budget``. It takes
-O(L * B * K) steps for ``B = min(budget, L * K)`` (0.1-0.3 ms at L=64, K=16, budget=384).
+O(L * B * K) steps for ``B = min(budget, L * K)`` (``acl26 bench alloc_moe`` times it at L=64, K=16, budget=384).
 
 Ties. Costs are summed layer by layer from the first (the order ``sum`` uses), in float64, and
 compared exactly. Among allocations of equal cost the one that spends the fewest experts in total
 wins; among those, the one with the smallest ``k`` in the last layer, then in the layer before, and
-so on (the DP keeps, per state, the smallest ``k`` that reaches its minimum, and the back-trace
-fixes the layers from the last to the first). So the answer is one well-defined allocation, the
+so on (the DP keeps each state's least cost; the back-trace, from the last layer to the first, takes
+the smallest ``k`` whose term reproduces that least cost: the same float expression, so the
+comparison is exact). So the answer is one well-defined allocation, the
 same on every machine.
 
 The public wrapper validates its input (a 2-D array of finite numbers with at least one layer and
@@ -88,22 +89,22 @@ def _allocate(cost, budget):
     L, K = cost.shape
     inf = np.inf
     best = np.full((L, budget + 1), inf)
-    choice = np.zeros((L, budget + 1), dtype=np.int64)
     for k in range(1, min(K, budget) + 1):
         best[0, k] = cost[0, k - 1]
-        choice[0, k] = k
     for i in range(1, L):
         lo = i + 1  # at least one expert per layer so far
-        hi = min(budget, (i + 1) * K)
-        for b in range(lo, hi + 1):
-            v, arg = inf, 0
-            # layers 0..i-1 spend between i and i*K experts: every best[i-1, b-k] in range is finite
-            for k in range(max(1, b - i * K), min(K, b - i) + 1):
-                c = best[i - 1, b - k] + cost[i, k - 1]
-                if c < v:
-                    v, arg = c, k
-            best[i, b] = v
-            choice[i, b] = arg
+        hi = min(budget - (L - 1 - i), (i + 1) * K)  # and one left for every later layer
+        prev = best[i - 1]
+        cur = best[i]
+        # k outer, b inner: each pass is a running minimum over b with no dependence between the b's, so
+        # it vectorises; which k reached the minimum is recovered in the back-trace
+        for k in range(1, K + 1):
+            ck = cost[i, k - 1]
+            b_lo = max(lo, i + k)
+            b_hi = min(hi, i * K + k)
+            for b in range(b_lo, b_hi + 1):
+                c = prev[b - k] + ck
+                cur[b] = min(cur[b], c)
     # the least cost over totals <= budget; the smallest total on ties
     b_star, v_star = L, inf
     for b in range(L, budget + 1):
@@ -111,8 +112,13 @@ def _allocate(cost, budget):
             v_star, b_star = best[L - 1, b], b
     ks = np.zeros(L, dtype=np.int64)
     b = b_star
-    for i in range(L - 1, -1, -1):
-        k = choice[i, b]
-        ks[i] = k
-        b -= k
+    for i in range(L - 1, 0, -1):
+        # the smallest k whose term reproduces the optimum (the same float expression, so exactly equal)
+        target = best[i, b]
+        for k in range(max(1, b - i * K), min(K, b - i) + 1):
+            if best[i - 1, b - k] + cost[i, k - 1] == target:
+                ks[i] = k
+                break
+        b -= ks[i]
+    ks[0] = b
     return ks
