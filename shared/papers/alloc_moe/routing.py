@@ -42,20 +42,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from acl26 import checks
+
 POLICIES = ("topk", "topp", "skip", "alloc_t")
 
 
 # --------------------------------------------------------------------------------------------
 # Alloc-T
-
-
-def _int(name: str, value, lo: int, hi: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    v = int(value)
-    if v < lo or (hi is not None and v > hi):
-        raise ValueError(f"{name} must be in [{lo}, {hi if hi is not None else '∞'}], got {v}")
-    return v
 
 
 def alloc_t_mask(scores, k, *, k_base=1, k_max):
@@ -80,9 +73,9 @@ def alloc_t_mask(scores, k, *, k_base=1, k_max):
     if s.dtype == torch.bool or s.is_complex():
         raise ValueError(f"scores must hold real numbers, got dtype {s.dtype}")
     T, E = s.shape
-    k_max = _int("k_max", k_max, 0, E)
-    k = _int("k", k, 0, k_max)
-    k_base = _int("k_base", k_base, 0, k)
+    k_max = checks.integer("k_max", k_max, 0, E)
+    k = checks.integer("k", k, 0, k_max)
+    k_base = checks.integer("k_base", k_base, 0, k)
     if s.numel() and not bool(torch.isfinite(s.float() if not s.is_floating_point() else s).all()):
         raise ValueError("scores must be finite (no NaN or infinity)")
     mask = _alloc_t(s, k, k_base, k_max)
@@ -184,7 +177,7 @@ class Policy:
         if self.kind in ("topk", "alloc_t"):
             if self.ks is None or len(self.ks) == 0:
                 raise ValueError(f"a {self.kind!r} policy needs ks (one k per MoE layer)")
-            object.__setattr__(self, "ks", tuple(_int("ks[i]", k, 1) for k in self.ks))
+            object.__setattr__(self, "ks", tuple(checks.integer("ks[i]", k, 1) for k in self.ks))
         if self.kind == "topp":
             if self.p is None or not (isinstance(self.p, numbers.Real) and 0 < float(self.p) <= 1):
                 raise ValueError(f"p must be in (0, 1], got {self.p!r}")
@@ -192,7 +185,7 @@ class Policy:
             if self.beta is None or not (isinstance(self.beta, numbers.Real) and 0 <= float(self.beta) <= 1):
                 raise ValueError(f"beta must be in [0, 1], got {self.beta!r}")
         if self.kind == "alloc_t":
-            _int("k_base", self.k_base, 0)
+            checks.integer("k_base", self.k_base, 0)
             if self.k_base > min(self.ks):
                 raise ValueError(f"k_base ({self.k_base}) must not exceed any layer's k (min {min(self.ks)})")
 
@@ -244,10 +237,10 @@ def keep_slots(policy: Policy, layer: int, logits: torch.Tensor, weights: torch.
         return keep
     # alloc_t: ranking by the router's weights among the K_orig candidates
     k = min(policy.ks[layer], K)
-    full = torch.full((T, num_experts), -1.0, dtype=torch.float64, device=weights.device)
     w = weights.double()
-    lo = float(w.min()) if w.numel() else 0.0
-    full.fill_(lo - 1.0)
+    # experts outside the router's top-K score below every candidate, so only candidates are ranked
+    full = torch.full((T, num_experts), (float(w.min()) if w.numel() else 0.0) - 1.0, dtype=torch.float64,
+                      device=weights.device)
     full.scatter_(1, indices, w)
     mask = _alloc_t(full, k, min(policy.k_base, k), K)
     return mask.gather(1, indices)
