@@ -156,16 +156,33 @@ def _build(model_config, seed: int):
     return AutoModelForCausalLM.from_config(model_config)
 
 
+def trim_to_labels(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cut the columns after the last labelled position of any row (right padding of masked rows)."""
+    used = (y != IGNORE).any(dim=0).nonzero()
+    end = int(used.max()) + 1 if len(used) else 1
+    return x[:, :end], y[:, :end]
+
+
+#: the label of a position the loss ignores (transformers' convention)
+IGNORE = -100
+
+
 @torch.no_grad()
-def evaluate_loss(model, blocks: torch.Tensor, batch_size: int = 16) -> float:
-    """Mean next-token cross-entropy (nats) over ``blocks`` (rows of token ids)."""
+def evaluate_loss(model, blocks: torch.Tensor, batch_size: int = 16, labels: torch.Tensor | None = None) -> float:
+    """Mean next-token cross-entropy (nats) over ``blocks`` (rows of token ids); with ``labels``
+    (same shape, :data:`IGNORE` where no loss is taken) over the labelled positions only."""
     was_training = model.training
     model.eval()
     total, count = 0.0, 0
     for i in range(0, len(blocks), batch_size):
         x = blocks[i:i + batch_size]
-        out = model(input_ids=x, labels=x)
-        n = x.numel() - x.shape[0]
+        y = x if labels is None else labels[i:i + batch_size]
+        if labels is not None:
+            x, y = trim_to_labels(x, y)
+        n = int((y[:, 1:] != IGNORE).sum())
+        if n == 0:
+            continue
+        out = model(input_ids=x, labels=y)
         total += float(out.loss) * n
         count += n
     model.train(was_training)
@@ -219,7 +236,8 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
           name: str, data_fingerprint: str, progress: bool = True, use_cache: bool = True,
           stop_after: int | None = None, on_step: Callable[[int, float], None] | None = None,
           init: Callable[[], Any] | None = None, key_extra: dict | None = None,
-          monitor: Monitor | None = None, prepare: Callable[[Any], Any] | None = None) -> TrainResult:
+          monitor: Monitor | None = None, prepare: Callable[[Any], Any] | None = None,
+          train_labels: torch.Tensor | None = None, val_labels: torch.Tensor | None = None) -> TrainResult:
     """Train (or load, or resume) a causal LM; see the module docstring.
 
     ``train_blocks`` and ``val_blocks`` are ``LongTensor`` rows of token ids (``[n, block]``).
@@ -229,9 +247,16 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
     else determines the result (e.g. the starting model's key and the QAT variant) to the cache
     key. ``prepare(model)`` is applied to a model loaded from the cache (e.g. to wrap its layers
     again). ``monitor`` receives the hooks described in :class:`Monitor`.
+    ``train_labels`` / ``val_labels`` (same shapes as the blocks; :data:`IGNORE` where no loss is
+    taken, e.g. prompts and right padding) turn the loop into supervised fine-tuning: the loss is
+    taken on the labelled positions only, and each batch is cut after its last labelled column.
+    The caller's ``data_fingerprint`` must cover the labels.
     """
     if train_blocks.ndim != 2 or val_blocks.ndim != 2:
         raise ValueError("train_blocks and val_blocks must be 2-D tensors of token ids")
+    for what, lab, ref in (("train_labels", train_labels, train_blocks), ("val_labels", val_labels, val_blocks)):
+        if lab is not None and lab.shape != ref.shape:
+            raise ValueError(f"{what} must have the shape of its blocks {tuple(ref.shape)}, got {tuple(lab.shape)}")
     if len(train_blocks) < train_config.batch_size:
         raise ValueError(f"train_blocks has {len(train_blocks)} rows, fewer than batch_size {train_config.batch_size}")
     fingerprint = data_fingerprint + (json.dumps(key_extra, sort_keys=True) if key_extra else "")
@@ -274,6 +299,7 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
             resumed_from = start
             log.info("%s: resuming from step %d", name, start)
     eval_x = val_blocks[: train_config.eval_blocks]
+    eval_y = None if val_labels is None else val_labels[: train_config.eval_blocks]
     use_bf16 = autocast_bf16(train_config)
     if train_config.bf16 and not use_bf16:
         log.warning("%s: bf16 autocast asked for, but this CPU has no native bf16: training in fp32", name)
@@ -287,10 +313,13 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
     for step in bar:
         idx = torch.randint(0, len(train_blocks), (train_config.batch_size,), generator=gen)
         x = train_blocks[idx]
+        y = x
+        if train_labels is not None:
+            x, y = trim_to_labels(x, train_labels[idx])
         if monitor is not None:
             monitor.before_step(step, model)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=use_bf16):
-            out = model(input_ids=x, labels=x)
+            out = model(input_ids=x, labels=y)
         loss = out.loss.float()
         loss.backward()
         if monitor is not None:
@@ -306,7 +335,7 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
             on_step(step + 1, history["train_loss"][-1])
         if (step + 1) % train_config.eval_every == 0 or step + 1 == train_config.steps:
             history["eval_step"].append(step + 1)
-            history["val_loss"].append(evaluate_loss(model, eval_x))
+            history["val_loss"].append(evaluate_loss(model, eval_x, labels=eval_y))
             bar.set_postfix(loss=f"{history['train_loss'][-1]:.3f}", val=f"{history['val_loss'][-1]:.3f}")
         done_here += 1
         last = step + 1 == train_config.steps
@@ -322,7 +351,7 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
     bar.close()
     elapsed += time.perf_counter() - t0
 
-    val_loss = evaluate_loss(model, val_blocks)
+    val_loss = evaluate_loss(model, val_blocks, labels=val_labels)
     n_params = sum(p.numel() for p in model.parameters())
     train_log = {
         "name": name, "key": key, "history": history, "seconds": round(elapsed, 1),

@@ -183,3 +183,32 @@ def test_bad_train_config_names_the_field():
         training.TrainConfig(steps=10, lr=-1)
     with pytest.raises(ValueError, match="TrainConfig.steps"):
         training.TrainConfig(steps=0)
+
+
+def test_supervised_fine_tuning_takes_the_loss_on_labelled_positions_only(cache, blocks):
+    train_x, val_x = blocks
+    labels = train_x.clone()
+    labels[:, : train_x.shape[1] // 2] = training.IGNORE  # a "prompt" half
+    labels[:, -4:] = training.IGNORE  # right padding
+    val_y = val_x.clone()
+    val_y[:, :10] = training.IGNORE
+    m = training._build(tiny_dense(), 0)
+    full = training.evaluate_loss(m, val_x)
+    masked = training.evaluate_loss(m, val_x, labels=val_y)
+    # the masked loss is the mean over the labelled next-token positions, computed by hand
+    import torch.nn.functional as F
+
+    with torch.no_grad():
+        logits = m(input_ids=val_x).logits[:, :-1]
+    tgt = val_y[:, 1:]
+    ref = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1), ignore_index=training.IGNORE)
+    assert masked == pytest.approx(float(ref), rel=1e-5) and masked != pytest.approx(full, rel=1e-3)
+    x, y = training.trim_to_labels(train_x[:2], labels[:2])
+    assert x.shape[1] == train_x.shape[1] - 4 and y.shape == x.shape
+    cfg = training.TrainConfig(steps=3, batch_size=4, eval_every=3, checkpoint_every=10)
+    r = training.train(tiny_dense(), cfg, train_x, val_x, name="sft", data_fingerprint="t", train_labels=labels,
+                       val_labels=val_y, progress=False)
+    assert r.log["final"]["val_loss"] == pytest.approx(training.evaluate_loss(r.model, val_x, labels=val_y), rel=1e-6)
+    with pytest.raises(ValueError, match="train_labels must have the shape"):
+        training.train(tiny_dense(), cfg, train_x, val_x, name="sft", data_fingerprint="t",
+                       train_labels=labels[:, :5], progress=False)
