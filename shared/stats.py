@@ -59,13 +59,14 @@ def _statistic(name: str | Callable) -> Callable:
 
 
 def paired_bootstrap(a: Sequence[float], b: Sequence[float], statistic: str | Callable = "mean_diff", *,
-                     level: float = 0.95, n_resamples: int = 4999, seed: int = 0) -> Interval:
+                     level: float = 0.95, n_resamples: int = 4999, seed: int = 0, unit: str = "blocks") -> Interval:
     """A BCa bootstrap interval of ``statistic(a, b)`` resampling the same units (blocks) for both arms.
 
     ``a[i]`` and ``b[i]`` are measured on the same unit (e.g. the mean NLL of validation block ``i``
     under two models). ``statistic``: ``"mean_diff"``, ``"ppl_ratio"`` (``a`` and ``b`` are per-block
     mean NLLs in nats; the ratio of the two perplexities), ``"ratio_of_means"`` or a callable
-    ``f(a, b, axis)``.
+    ``f(a, b, axis)``. ``unit`` names what was resampled in the interval's description (blocks,
+    problems, ...).
     """
     from scipy import stats as sps
 
@@ -79,7 +80,7 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], statistic: str | Ca
     stat = _statistic(statistic)
     est = float(stat(a, b))
     if np.array_equal(a, b) or (np.ptp(a) == 0 and np.ptp(b) == 0):  # no spread: the interval is the point
-        return Interval(est, est, est, _level(level), "paired bootstrap over blocks", int(a.size))
+        return Interval(est, est, est, _level(level), f"paired bootstrap over {unit}", int(a.size))
     res = sps.bootstrap((a, b), stat, paired=True, vectorized=True, confidence_level=_level(level),
                         n_resamples=n_resamples, method="BCa", rng=np.random.default_rng(seed))
     lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
@@ -87,7 +88,7 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], statistic: str | Ca
         res = sps.bootstrap((a, b), stat, paired=True, vectorized=True, confidence_level=_level(level),
                             n_resamples=n_resamples, method="percentile", rng=np.random.default_rng(seed))
         lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    return Interval(est, min(lo, est), max(hi, est), _level(level), "paired bootstrap over blocks", int(a.size))
+    return Interval(est, min(lo, est), max(hi, est), _level(level), f"paired bootstrap over {unit}", int(a.size))
 
 
 def seed_interval(values: Sequence[float], *, level: float = 0.95) -> Interval:
