@@ -8,6 +8,8 @@ import pytest
 from acl26 import claims as C
 from acl26 import registry
 
+import mi_cases
+
 # --------------------------------------------------------------------------------------------
 # synthetic results where every claim holds, and one change per claim that makes it fail
 
@@ -157,8 +159,40 @@ ALLOC_MOE_FAIL = {
 }
 
 
+def _mi_set(r, where, lam, **change):
+    """Replace the record at ``r[where][lam]`` by a copy with ``change`` (records may be shared)."""
+    r[where][lam] = {**r[where][lam], **change}
+
+
+def _mi_const(r, where, lam, value):
+    rec = r[where][lam]
+    return [[value] * rec["k"] for _ in rec["correct"]]
+
+
+MODEL_INTERPOLATION_FAIL = {
+    "think_sigmoid": lambda r: [_mi_set(r, "sweep", lam, think=_mi_const(r, "sweep", lam, False)) for lam in r["sweep"]],
+    "mean_jumps": lambda r: (_mi_set(r, "sweep", 0.4, correct=_mi_const(r, "sweep", 0.4, False)),
+                             _mi_set(r, "sweep", 0.6, correct=[[True, False, False, False]] * 30)),
+    "length_grows": lambda r: _mi_set(r, "sweep", 1.0, tokens=_mi_const(r, "sweep", 1.0, 10)),
+    "matches_thinking": lambda r: _mi_set(r, "sweep", 0.8, correct=_mi_const(r, "sweep", 0.8, False)),
+    "fewer_tokens": lambda r: _mi_set(r, "sweep", 0.8, tokens=_mi_const(r, "sweep", 0.8, 100)),
+    "beats_merging": lambda r: _mi_set(r, "variants", "TA", correct=_mi_const(r, "variants", "TA", True)),
+    "mlp_drives": lambda r: (_mi_set(r, "variants", "mlp only", think=_mi_const(r, "variants", "mlp only", False)),
+                             _mi_set(r, "variants", "attn only", think=_mi_const(r, "variants", "attn only", True))),
+    "late_layers": lambda r: _mi_set(r, "variants", "layers: last two thirds",
+                                     think=_mi_const(r, "variants", "layers: last two thirds", False)),
+    "decoding_robust": lambda r: _mi_set(r, "variants", "λ 0.5, T 1, top-p 0.95",
+                                         correct=_mi_const(r, "variants", "λ 0.5, T 1, top-p 0.95", True)),
+    "thinking_thinks": lambda r: _mi_set(r, "sweep", 1.0, think=_mi_const(r, "sweep", 1.0, False)),
+    "thinking_better": lambda r: _mi_set(r, "sweep", 1.0, correct=_mi_const(r, "sweep", 1.0, False)),
+    "endpoints_exact": lambda r: r.update(endpoint_error=1e-3),
+    "pair_close": lambda r: r.update(sigma=0.5),
+}
+
+
 CASES = {"lopt": (lopt_good, LOPT_FAIL), "sherry": (sherry_good, SHERRY_FAIL), "models": (models_good, MODELS_FAIL),
-         "alloc_moe": (alloc_moe_good, ALLOC_MOE_FAIL)}
+         "alloc_moe": (alloc_moe_good, ALLOC_MOE_FAIL),
+         "model_interpolation": (mi_cases.synthetic, MODEL_INTERPOLATION_FAIL)}
 
 
 def verdicts(chapter_id, results):

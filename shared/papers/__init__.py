@@ -8,6 +8,5 @@ and declares ``CHAPTER`` (:class:`acl26.chapter.Chapter`). The registry discover
 
 #: (id, title, arXiv id) of the book's papers that have no chapter yet
 PLANNED: tuple[tuple[str, str, str], ...] = (
-    ("model_interpolation", "Revisiting Model Interpolation for Efficient Reasoning", "2510.10977"),
     ("mta", "MTA: Multi-Granular Trajectory Alignment for Large Language Model Distillation", "2605.01374"),
 )

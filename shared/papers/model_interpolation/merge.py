@@ -1,0 +1,354 @@
+"""Weight interpolation between an Instruct and a Thinking checkpoint, and the merging baselines.
+
+* :func:`interpolate` -- Θ(λ) = Θ_Instruct + λ·(Θ_Thinking − Θ_Instruct) on two state dicts, as the
+  authors' ``mi.py`` does for every tensor, embeddings and norms included. λ = 0 returns Instruct's
+  tensors bit for bit and λ = 1 Thinking's; in between it is ``torch.lerp`` (one fused kernel with
+  no temporaries; bf16 and fp16 are computed in float32 and rounded once), so each tensor keeps
+  its dtype.
+
+  ``layers`` and ``modules`` restrict the interpolation to the tensors of those decoder layers
+  and/or those sub-modules (``"attn"``: the attention projections; ``"mlp"``: the feed-forward
+  block). Everything outside the selection -- embeddings, the final norm, the head, the layer
+  norms of the layers, and the other sub-modules -- stays Instruct's, unchanged. The paper's
+  full merge (no restriction) interpolates every tensor.
+* :func:`interpolate_files` -- the same over two safetensors checkpoints on disk, one tensor at a
+  time, writing shards of at most ``shard_bytes``; config and tokenizer are copied from the
+  Thinking model (as ``mi.py`` does). Memory stays near one model.
+* :func:`similarity` -- σ = Σ|A−B| / (Σ|A| + Σ|B|), per tensor and averaged over tensors (the
+  paper's figure) or pooled over all tensors.
+* :func:`task_arithmetic` and :func:`ties` -- the paper's baselines relative to a shared base,
+  through mergekit's ``merge_state_dicts`` (mergekit 0.1.5, the maintained implementation).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import torch
+
+from acl26 import checks, io
+
+MODULES = ("attn", "mlp")
+#: ``<prefix>.layers.<i>.`` (LLaMA, Qwen, Mistral, ...), ``.h.<i>.`` (GPT-2), ``.blocks.<i>.``
+_LAYER = re.compile(r"(?:^|\.)(?:layers|h|blocks|layer)\.(\d+)\.")
+_ATTN = re.compile(r"\.(?:self_attn|attn|attention|self_attention)\.")
+_MLP = re.compile(r"\.(?:mlp|feed_forward|ffn|block_sparse_moe)\.")
+
+
+def layer_of(name: str) -> int | None:
+    """The decoder-layer index of a tensor name, or None (embeddings, final norm, head)."""
+    m = _LAYER.search(name)
+    return int(m.group(1)) if m else None
+
+
+def module_of(name: str) -> str | None:
+    """``"attn"``, ``"mlp"`` or None (layer norms and everything outside the layers)."""
+    if layer_of(name) is None:
+        return None
+    if _ATTN.search(name):
+        return "attn"
+    if _MLP.search(name):
+        return "mlp"
+    return None
+
+
+def _check_lam(lam) -> float:
+    if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not math.isfinite(float(lam)) \
+            or not 0 <= float(lam) <= 1:
+        raise ValueError(f"lam must be a finite number in [0, 1], got {lam!r}")
+    return float(lam)
+
+
+def _selection(layers, modules) -> tuple[frozenset[int] | None, frozenset[str] | None]:
+    if layers is not None:
+        if isinstance(layers, (str, bytes)) or not isinstance(layers, Iterable):
+            raise ValueError(f"layers must be an iterable of layer indices or None, got {layers!r}")
+        layers = list(layers)
+        for i in layers:
+            checks.integer("layers[...]", i, 0)
+        if not layers:
+            raise ValueError("layers must not be empty (None interpolates every layer)")
+        layers = frozenset(int(i) for i in layers)
+    if modules is not None:
+        if isinstance(modules, str):
+            modules = [modules]
+        modules = list(modules)
+        bad = [m for m in modules if m not in MODULES]
+        if bad or not modules:
+            raise ValueError(f"modules must be a non-empty subset of {MODULES} or None, got {modules!r}")
+        modules = frozenset(modules)
+    return layers, modules
+
+
+def selected(name: str, layers: frozenset[int] | None, modules: frozenset[str] | None) -> bool:
+    """Whether tensor ``name`` is interpolated under the restriction (both None: every tensor)."""
+    if layers is None and modules is None:
+        return True
+    layer = layer_of(name)
+    if layer is None:
+        return False
+    if layers is not None and layer not in layers:
+        return False
+    if modules is not None and module_of(name) not in modules:
+        return False
+    return True
+
+
+def lerp(a: torch.Tensor, b: torch.Tensor, lam: float, name: str = "tensor") -> torch.Tensor:
+    """``a + lam (b - a)`` in ``a``'s dtype; exactly ``a`` at 0 and ``b`` at 1."""
+    if a.shape != b.shape:
+        raise ValueError(f"{name}: shapes differ, {tuple(a.shape)} vs {tuple(b.shape)}")
+    if a.dtype != b.dtype:
+        raise ValueError(f"{name}: dtypes differ, {a.dtype} vs {b.dtype}")
+    if lam == 0.0:
+        return a.detach().clone()
+    if lam == 1.0:
+        return b.detach().clone()
+    if not a.is_floating_point():
+        if torch.equal(a, b):
+            return a.detach().clone()
+        raise ValueError(f"{name}: a non-floating tensor that differs between the two models cannot be interpolated")
+    # one fused kernel, no temporaries; low-precision dtypes are computed in float32 and rounded once
+    return torch.lerp(a.detach(), b.detach(), lam)
+
+
+def _check_keys(instruct: Mapping, thinking: Mapping) -> None:
+    ka, kb = set(instruct), set(thinking)
+    if ka != kb:
+        only_a, only_b = sorted(ka - kb)[:3], sorted(kb - ka)[:3]
+        raise ValueError(f"the state dicts have different keys: only in instruct {only_a}, only in thinking {only_b}")
+
+
+def interpolate(instruct: Mapping[str, torch.Tensor], thinking: Mapping[str, torch.Tensor], lam: float, *,
+                layers: Iterable[int] | None = None, modules: str | Iterable[str] | None = None) -> dict[str, torch.Tensor]:
+    """Θ(λ) for every tensor (see the module docstring); a new state dict, the inputs untouched."""
+    lam = _check_lam(lam)
+    layers, modules = _selection(layers, modules)
+    _check_keys(instruct, thinking)
+    out = {}
+    for name, a in instruct.items():
+        b = thinking[name]
+        if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+            raise ValueError(f"{name}: not a tensor")
+        if selected(name, layers, modules):
+            out[name] = lerp(a, b, lam, name)
+        else:
+            if a.shape != b.shape:
+                raise ValueError(f"{name}: shapes differ, {tuple(a.shape)} vs {tuple(b.shape)}")
+            out[name] = a.detach().clone()
+    if layers is not None:
+        present = {layer_of(n) for n in instruct} - {None}
+        missing = sorted(set(layers) - present)
+        if missing:
+            raise ValueError(f"layers {missing} are not layers of these models (they have {len(present)})")
+    return out
+
+
+def similarity(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor], *, reduce: str = "mean") -> float:
+    """σ = Σ|A−B| / (Σ|A| + Σ|B|): per tensor, then averaged over tensors (``"mean"``, the paper's
+    figure) or pooled over all floating tensors (``"pooled"``). 0: identical, 1: e.g. B = −A."""
+    if reduce not in ("mean", "pooled"):
+        raise ValueError(f"reduce must be 'mean' or 'pooled', got {reduce!r}")
+    _check_keys(a, b)
+    per, num, den = [], 0.0, 0.0
+    for name, x in a.items():
+        y = b[name]
+        if x.shape != y.shape:
+            raise ValueError(f"{name}: shapes differ, {tuple(x.shape)} vs {tuple(y.shape)}")
+        if not x.is_floating_point():
+            continue
+        x64, y64 = x.detach().double(), y.detach().double()
+        n, d = float((x64 - y64).abs().sum()), float(x64.abs().sum() + y64.abs().sum())
+        num, den = num + n, den + d
+        if d > 0:
+            per.append(n / d)
+    if not per:
+        raise ValueError("no floating tensor with a non-zero norm to compare")
+    return float(sum(per) / len(per)) if reduce == "mean" else num / den
+
+
+# --------------------------------------------------------------------------------------------
+# streamed over safetensors files
+
+
+def _shards(folder: Path) -> dict[str, Path]:
+    """tensor name -> the safetensors file holding it."""
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        weight_map = json.loads(index.read_text())["weight_map"]
+        return {k: folder / v for k, v in weight_map.items()}
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"{folder}: no safetensors files")
+    out = {}
+    for f in files:
+        r = _Reader(f)
+        r.close()
+        for k in r.header:
+            out[k] = f
+    return out
+
+
+_ST_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+              "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+              "BOOL": torch.bool}
+
+
+class _Reader:
+    """Reads single tensors from a safetensors file with plain reads (no memory map), so the file's pages
+    do not count towards this process's memory and each tensor is freed when dropped."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.fh = open(self.path, "rb")
+        n = int.from_bytes(self.fh.read(8), "little")
+        self.header = json.loads(self.fh.read(n))
+        self.header.pop("__metadata__", None)
+        self.base = 8 + n
+
+    def get(self, name: str) -> torch.Tensor:
+        meta = self.header[name]
+        if meta["dtype"] not in _ST_DTYPES:
+            raise ValueError(f"{name}: unsupported safetensors dtype {meta['dtype']}")
+        lo, hi = meta["data_offsets"]
+        buf = bytearray(hi - lo)
+        self.fh.seek(self.base + lo)
+        if self.fh.readinto(buf) != hi - lo:
+            raise ValueError(f"{self.path}: truncated tensor {name}")
+        if not buf:
+            return torch.empty(meta["shape"], dtype=_ST_DTYPES[meta["dtype"]])
+        return torch.frombuffer(buf, dtype=_ST_DTYPES[meta["dtype"]]).reshape(meta["shape"])
+
+    def close(self):
+        self.fh.close()
+
+
+def interpolate_files(instruct_dir, thinking_dir, out_dir, lam: float, *, layers: Iterable[int] | None = None,
+                      modules: str | Iterable[str] | None = None, shard_bytes: int = 256 * 2**20) -> Path:
+    """Θ(λ) of two checkpoints on disk into ``out_dir``, streamed tensor by tensor.
+
+    Reads each tensor of both inputs with plain file reads (not memory-mapped), writes output shards
+    of at most ``shard_bytes`` (and an index when there is more than one), then copies the Thinking
+    model's config, generation config and tokenizer files. The folder appears only when complete.
+    """
+    from safetensors.torch import save_file
+
+    lam = _check_lam(lam)
+    sel_layers, sel_modules = _selection(layers, modules)
+    checks.integer("shard_bytes", shard_bytes, 1)
+    a_dir, b_dir, out_dir = Path(instruct_dir), Path(thinking_dir), Path(out_dir)
+    a_map, b_map = _shards(a_dir), _shards(b_dir)
+    _check_keys(a_map, b_map)
+    if sel_layers is not None:
+        present = {layer_of(n) for n in a_map} - {None}
+        missing = sorted(set(sel_layers) - present)
+        if missing:
+            raise ValueError(f"layers {missing} are not layers of these models (they have {len(present)})")
+    names = sorted(a_map)
+    with io.atomic_dir(out_dir) as tmp:
+        shard: dict[str, torch.Tensor] = {}
+        size, files = 0, []
+        weight_map = {}
+
+        def flush():
+            nonlocal shard, size
+            if shard:
+                fname = f"model-{len(files) + 1:05d}.safetensors"
+                save_file(shard, str(tmp / fname), metadata={"format": "pt"})
+                for k in shard:
+                    weight_map[k] = fname
+                files.append(fname)
+                shard, size = {}, 0
+
+        handles: dict[Path, _Reader] = {}
+        try:
+            def get(path: Path, name: str) -> torch.Tensor:
+                if path not in handles:
+                    handles[path] = _Reader(path)
+                return handles[path].get(name)
+
+            for name in names:
+                a = get(a_map[name], name)
+                b = get(b_map[name], name)
+                if a.shape != b.shape:
+                    raise ValueError(f"{name}: shapes differ, {tuple(a.shape)} vs {tuple(b.shape)}")
+                t = lerp(a, b, lam, name) if selected(name, sel_layers, sel_modules) else a
+                del a, b
+                nbytes = t.numel() * t.element_size()
+                if shard and size + nbytes > shard_bytes:
+                    flush()
+                shard[name] = t.contiguous()
+                size += nbytes
+            flush()
+        finally:
+            for h in handles.values():
+                h.close()
+        if len(files) == 1:
+            (tmp / files[0]).rename(tmp / "model.safetensors")
+        else:
+            io.write_json(tmp / "model.safetensors.index.json",
+                          {"metadata": {"total_size": 0}, "weight_map": weight_map})
+        for f in b_dir.iterdir():
+            if f.is_file() and not f.name.endswith(".safetensors") and f.name != "model.safetensors.index.json":
+                shutil.copy2(f, tmp / f.name)
+        io.write_json(tmp / "interpolation.json",
+                      {"lambda": lam, "instruct": str(a_dir), "thinking": str(b_dir),
+                       "layers": sorted(sel_layers) if sel_layers is not None else None,
+                       "modules": sorted(sel_modules) if sel_modules is not None else None})
+    return out_dir
+
+
+# --------------------------------------------------------------------------------------------
+# baselines through mergekit
+
+
+def _mergekit(base, models: Mapping[str, Mapping[str, torch.Tensor]], method: str, parameters: dict):
+    from mergekit.merge_methods import merge_state_dicts
+
+    inputs = {"base": base, **models}
+    keys = set(base)
+    for name, sd in models.items():
+        if set(sd) != keys:
+            raise ValueError(f"{name}: its keys differ from the base's")
+    dtypes = {k: v.dtype for k, v in base.items()}
+    with torch.no_grad():
+        out = merge_state_dicts(inputs, method, parameters=parameters, base="base")
+    return {k: v.to(dtypes[k]) if v.dtype != dtypes[k] else v for k, v in out.items()}
+
+
+def task_arithmetic(base: Mapping[str, torch.Tensor], models: Mapping[str, Mapping[str, torch.Tensor]], *,
+                    scale: float = 0.7) -> dict[str, torch.Tensor]:
+    """Task Arithmetic: Θ = Θ_base + scale·Σ_m (Θ_m − Θ_base) (the paper's α = 0.7 on both task vectors),
+    through mergekit's ``task_arithmetic`` (weights = scale, no normalisation)."""
+    checks.number("scale", scale, 0)
+    if not models:
+        raise ValueError("models must name at least one fine-tuned model")
+    weight = {m: scale for m in models}
+    return _mergekit(base, models, "task_arithmetic", {"weight": weight, "normalize": False})
+
+
+def ties(base: Mapping[str, torch.Tensor], models: Mapping[str, Mapping[str, torch.Tensor]], *,
+         density: float = 0.2, scale: float = 0.5) -> dict[str, torch.Tensor]:
+    """TIES-merging (Yadav et al. 2023) through mergekit's ``ties``.
+
+    Each task vector keeps its ``density`` largest-magnitude entries (trim); each entry's sign is
+    elected by the sign of the summed trimmed vectors (elect); the entries that agree with it are
+    averaged (disjoint mean); the merged vector is added to the base times ``scale`` (the TIES
+    paper's λ). In mergekit: ``weight`` 1 for every model, ``normalize=True`` (so the disjoint mean
+    divides by the *count* of agreeing entries, as TIES and peft do) and ``lambda=scale``. Reading
+    "scale 0.5" as mergekit weights of 0.5 with normalisation would cancel out (a weighted mean of
+    agreeing entries); weights 0.5 without normalisation would be a sum scaled by 0.5, i.e. the
+    same as ours only where both task vectors agree.
+    """
+    checks.number("density", density, 0, 1, lo_open=True)
+    checks.number("scale", scale, 0)
+    if not models:
+        raise ValueError("models must name at least one fine-tuned model")
+    params = {"weight": {m: 1.0 for m in models}, "density": {m: density for m in models}, "normalize": True,
+              "lambda": scale}
+    return _mergekit(base, models, "ties", params)

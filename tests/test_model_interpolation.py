@@ -1,0 +1,398 @@
+"""Model-interpolation chapter: the merge, the streamed merge, σ, TA/TIES via mergekit, rollouts, the band, the verdicts."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from acl26 import claims as C
+from acl26.papers.model_interpolation import merge as M
+from acl26.papers.model_interpolation import rollout as R
+from acl26.papers.model_interpolation import study
+from mi_cases import rec as _rec, synthetic as _synthetic
+
+
+def _tiny_llama(seed: int, layers: int = 3, vocab: int = 64):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=16, intermediate_size=32, num_hidden_layers=layers,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                      tie_word_embeddings=False)
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(cfg)
+
+
+@pytest.fixture(scope="module")
+def pair_sd():
+    a, b = _tiny_llama(0), _tiny_llama(1)
+    return ({k: v.detach().clone() for k, v in a.state_dict().items()},
+            {k: v.detach().clone() for k, v in b.state_dict().items()})
+
+
+# ---- interpolate
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+def test_endpoints_bit_exact_and_dtype_kept(pair_sd, dtype):
+    a = {k: v.to(dtype) for k, v in pair_sd[0].items()}
+    b = {k: v.to(dtype) for k, v in pair_sd[1].items()}
+    for lam, ref in ((0, a), (0.0, a), (1, b), (1.0, b)):
+        out = M.interpolate(a, b, lam)
+        assert set(out) == set(ref)
+        for k in ref:
+            assert out[k].dtype == dtype and torch.equal(out[k], ref[k])
+            assert out[k].data_ptr() != ref[k].data_ptr()  # a new state dict, not views of the inputs
+    mid = M.interpolate(a, b, 0.3)
+    assert all(mid[k].dtype == dtype for k in mid)
+
+
+def test_interior_is_the_formula(pair_sd):
+    a, b = pair_sd
+    for lam in (0.1, 0.25, 0.5, 0.73, 0.999):
+        out = M.interpolate(a, b, lam)
+        for k in a:
+            ref = a[k].double() + lam * (b[k].double() - a[k].double())
+            assert torch.allclose(out[k].double(), ref, atol=1e-6, rtol=1e-6), k
+    # bf16: within one bf16 rounding of the exact value
+    a16 = {k: v.bfloat16() for k, v in a.items()}
+    b16 = {k: v.bfloat16() for k, v in b.items()}
+    out = M.interpolate(a16, b16, 0.4)
+    for k in a16:
+        ref = a16[k].double() + 0.4 * (b16[k].double() - a16[k].double())
+        assert torch.allclose(out[k].double(), ref, rtol=2 ** -7, atol=1e-6), k
+
+
+def test_inputs_untouched(pair_sd):
+    a, b = pair_sd
+    a0 = {k: v.clone() for k, v in a.items()}
+    M.interpolate(a, b, 0.5, layers=[1], modules="mlp")
+    assert all(torch.equal(a[k], a0[k]) for k in a)
+
+
+def test_layer_and_module_filters(pair_sd):
+    a, b = pair_sd
+    out = M.interpolate(a, b, 0.5, layers=[0, 2])
+    for k in a:
+        changed = not torch.equal(out[k], a[k])
+        layer = M.layer_of(k)
+        expect = layer in (0, 2) and M.module_of(k) is not None  # attention and MLP tensors of those layers
+        assert changed == expect, k
+    out = M.interpolate(a, b, 0.5, modules="mlp")
+    for k in a:
+        assert (not torch.equal(out[k], a[k])) == (M.module_of(k) == "mlp"), k
+    out = M.interpolate(a, b, 0.5, modules=["attn"], layers=[1])
+    for k in a:
+        assert (not torch.equal(out[k], a[k])) == (M.module_of(k) == "attn" and M.layer_of(k) == 1), k
+    # embeddings, norms and the head stay Instruct's under any restriction
+    for k in ("model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", "model.layers.0.input_layernorm.weight"):
+        assert torch.equal(M.interpolate(a, b, 0.7, modules=["attn", "mlp"])[k], a[k])
+    # both modules of every layer = everything but embeddings, norms and head
+    full = M.interpolate(a, b, 0.7)
+    restricted = M.interpolate(a, b, 0.7, modules=["attn", "mlp"], layers=[0, 1, 2])
+    for k in a:
+        if M.module_of(k) is not None:
+            assert torch.equal(full[k], restricted[k])
+    assert not torch.equal(full["model.embed_tokens.weight"], a["model.embed_tokens.weight"])
+
+
+def test_names_of_other_families():
+    assert M.layer_of("transformer.h.11.mlp.c_fc.weight") == 11 and M.module_of("transformer.h.11.mlp.c_fc.weight") == "mlp"
+    assert M.module_of("transformer.h.3.attn.c_attn.weight") == "attn"
+    assert M.module_of("model.layers.7.block_sparse_moe.experts.0.w1.weight") == "mlp"
+    assert M.layer_of("model.embed_tokens.weight") is None and M.module_of("model.norm.weight") is None
+    assert M.module_of("model.layers.2.post_attention_layernorm.weight") is None
+
+
+@pytest.mark.parametrize("lam", [-0.1, 1.0001, float("nan"), float("inf"), True, "0.5", None])
+def test_bad_lambda(pair_sd, lam):
+    with pytest.raises(ValueError, match="lam"):
+        M.interpolate(*pair_sd, lam)
+
+
+def test_mismatches_name_the_tensor(pair_sd):
+    a, b = pair_sd
+    b2 = dict(b)
+    b2["model.layers.1.mlp.up_proj.weight"] = torch.zeros(3, 3)
+    with pytest.raises(ValueError, match="model.layers.1.mlp.up_proj.weight"):
+        M.interpolate(a, b2, 0.5)
+    with pytest.raises(ValueError, match="model.layers.1.mlp.up_proj.weight"):  # also outside the selection
+        M.interpolate(a, b2, 0.5, layers=[0])
+    b3 = dict(b)
+    b3.pop("model.norm.weight")
+    with pytest.raises(ValueError, match="model.norm.weight"):
+        M.interpolate(a, b3, 0.5)
+    b4 = dict(b)
+    b4["model.norm.weight"] = b["model.norm.weight"].half()
+    with pytest.raises(ValueError, match="model.norm.weight: dtypes differ"):
+        M.interpolate(a, b4, 0.5)
+    with pytest.raises(ValueError, match="layers"):
+        M.interpolate(a, b, 0.5, layers=[5])
+    with pytest.raises(ValueError, match="modules"):
+        M.interpolate(a, b, 0.5, modules="ffn")
+    with pytest.raises(ValueError, match="layers"):
+        M.interpolate(a, b, 0.5, layers=[])
+
+
+def test_similarity():
+    a = {"x": torch.tensor([1.0, -2.0, 3.0]), "y": torch.tensor([2.0, 2.0])}
+    assert M.similarity(a, a) == 0.0
+    neg = {k: -v for k, v in a.items()}
+    assert M.similarity(a, neg) == pytest.approx(1.0)
+    b = {"x": torch.tensor([1.0, -1.0, 3.0]), "y": torch.tensor([2.0, 4.0])}
+    sx = 1 / (6 + 5)
+    sy = 2 / (4 + 6)
+    assert M.similarity(a, b) == pytest.approx((sx + sy) / 2)
+    assert M.similarity(a, b, reduce="pooled") == pytest.approx(3 / 21)
+    with pytest.raises(ValueError, match="reduce"):
+        M.similarity(a, b, reduce="max")
+
+
+# ---- streamed
+
+
+def test_streamed_matches_in_memory(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    a, b = _tiny_llama(0), _tiny_llama(1)
+    a.save_pretrained(tmp_path / "a")
+    b.config.tag = "thinking"
+    b.save_pretrained(tmp_path / "b")
+    for shard_bytes, layers, modules in ((1 << 30, None, None), (4096, [0, 2], None), (2048, None, "mlp")):
+        out = M.interpolate_files(tmp_path / "a", tmp_path / "b", tmp_path / "out", 0.35, layers=layers,
+                                  modules=modules, shard_bytes=shard_bytes)
+        merged = AutoModelForCausalLM.from_pretrained(out)
+        assert getattr(merged.config, "tag", None) == "thinking"  # config copied from Thinking
+        ref = M.interpolate(a.state_dict(), b.state_dict(), 0.35, layers=layers, modules=modules)
+        got = merged.state_dict()
+        for k in ref:
+            assert torch.equal(got[k], ref[k]), k
+        assert (len(list(out.glob("*.safetensors"))) > 1) == (shard_bytes < 1 << 20)
+    with pytest.raises(ValueError, match="lam"):
+        M.interpolate_files(tmp_path / "a", tmp_path / "b", tmp_path / "bad", 2.0)
+    assert not (tmp_path / "bad").exists()
+
+
+def test_streamed_shape_mismatch_leaves_nothing(tmp_path):
+    a, b = _tiny_llama(0), _tiny_llama(1, vocab=80)
+    a.save_pretrained(tmp_path / "a")
+    b.save_pretrained(tmp_path / "b")
+    with pytest.raises(ValueError, match="embed_tokens|lm_head"):
+        M.interpolate_files(tmp_path / "a", tmp_path / "b", tmp_path / "out", 0.5)
+    assert not (tmp_path / "out").exists()
+
+
+# ---- TA and TIES through mergekit
+
+
+def _ties_reference(base, tvs, density, scale):
+    """TIES from its definition (Yadav et al. 2023), numpy: trim, elect by summed sign, disjoint mean."""
+    trimmed = []
+    for tv in tvs:
+        k = int(density * tv.size)
+        keep = np.zeros(tv.size, bool)
+        keep[np.argsort(-np.abs(tv))[:k]] = True
+        trimmed.append(np.where(keep, tv, 0.0))
+    T = np.stack(trimmed)
+    sign = np.where(T.sum(0) >= 0, 1.0, -1.0)
+    agree = (np.sign(T) == sign) & (T != 0)
+    count = agree.sum(0)
+    merged = np.where(count > 0, (T * agree).sum(0) / np.maximum(count, 1), 0.0)
+    return base + scale * merged
+
+
+def test_ties_against_its_definition():
+    rng = np.random.default_rng(0)
+    n = 200
+    base = rng.normal(size=n)
+    a = base + rng.normal(size=n)
+    b = base + rng.normal(size=n)
+    tb = {"layer.w": torch.tensor(base, dtype=torch.float64)}
+    out = M.ties(tb, {"i": {"layer.w": torch.tensor(a)}, "t": {"layer.w": torch.tensor(b)}}, density=0.2, scale=0.5)
+    ref = _ties_reference(base, [a - base, b - base], 0.2, 0.5)
+    np.testing.assert_allclose(out["layer.w"].numpy(), ref, rtol=1e-6, atol=1e-9)
+
+
+def test_ties_sign_election_by_hand():
+    base = {"w": torch.zeros(4)}
+    i = {"w": torch.tensor([2.0, -1.0, 3.0, -4.0])}
+    t = {"w": torch.tensor([-1.0, -3.0, 1.0, 2.0])}
+    out = M.ties(base, {"i": i, "t": t}, density=1.0, scale=1.0)["w"]
+    # entry 0: sum +1 -> +, only 2 agrees -> 2; entry 1: both -, mean -2; entry 2: both +, mean 2;
+    # entry 3: sum -2 -> -, only -4 agrees -> -4
+    assert torch.allclose(out, torch.tensor([2.0, -2.0, 2.0, -4.0]))
+    half = M.ties(base, {"i": i, "t": t}, density=0.5, scale=0.5)["w"]
+    # trim to 2 of 4: i keeps 3, -4; t keeps -1 (rank tie with 1? no: |-3|, |2| are largest) -> t keeps -3, 2
+    # entry 1: only -3 -> -3; entry 2: only 3 -> 3; entry 3: -4 + 2 = -2 -> -, -4 -> -4; times 0.5
+    assert torch.allclose(half, torch.tensor([0.0, -1.5, 1.5, -2.0]))
+
+
+def test_task_arithmetic():
+    base = {"w": torch.tensor([1.0, 1.0])}
+    out = M.task_arithmetic(base, {"i": {"w": torch.tensor([2.0, 0.0])}, "t": {"w": torch.tensor([3.0, 1.0])}}, scale=0.7)
+    assert torch.allclose(out["w"], torch.tensor([1 + 0.7 * (1 + 2), 1 + 0.7 * (-1 + 0)]))
+    bf = {"w": base["w"].bfloat16()}
+    out = M.task_arithmetic(bf, {"i": {"w": torch.tensor([2.0, 0.0]).bfloat16()}}, scale=0.5)
+    assert out["w"].dtype == torch.bfloat16
+
+
+def test_merges_on_a_model(pair_sd):
+    a, b = pair_sd
+    base = {k: (x + y) / 2 for (k, x), y in zip(a.items(), b.values())}
+    for out in (M.ties(base, {"i": a, "t": b}), M.task_arithmetic(base, {"i": a, "t": b})):
+        assert set(out) == set(a) and all(out[k].shape == a[k].shape and out[k].dtype == a[k].dtype for k in a)
+
+
+# ---- rollouts
+
+
+def test_rollouts_greedy_match_generate():
+    from acl26 import evaluation, tokenization
+
+    tok = tokenization.load("smollm2")
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(cfg).eval()
+    prompts = ["What is 2 + 3?", "Add these numbers please: 17 + 4 + 9 ="]
+    ro = R.rollouts(model, tok, prompts, k=1, max_new_tokens=10, temperature=0, eos_token_id=[tok.eos_token_id])
+    ref = evaluation.generate(model, tok, prompts, max_new_tokens=10, temperature=0, batch_size=2,
+                              eos_token_id=[tok.eos_token_id])
+    # generate() adds the tokenizer's special tokens; SmolLM2's tokenizer adds none
+    assert ro.texts == ref.texts and ro.n_tokens == ref.n_tokens
+    samp = R.rollouts(model, tok, prompts, k=3, max_new_tokens=6, temperature=0.6, top_p=0.95, top_k=20, seed=1)
+    again = R.rollouts(model, tok, prompts, k=3, max_new_tokens=6, temperature=0.6, top_p=0.95, top_k=20, seed=1)
+    assert samp.texts == again.texts and len(samp.texts) == 2 and all(len(r) == 3 for r in samp.texts)
+    with pytest.raises(ValueError, match="k > 1"):
+        R.rollouts(model, tok, prompts, k=2, max_new_tokens=4, temperature=0)
+    with pytest.raises(ValueError, match="top_p"):
+        R.rollouts(model, tok, prompts, k=1, max_new_tokens=4, temperature=0.5, top_p=1.5)
+
+
+def test_sampling_respects_top_k_and_top_p():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]])).repeat(2000, 1)
+    g = torch.Generator().manual_seed(0)
+    picks = R.sample_next(logits, 1.0, None, 2, g)
+    assert set(picks.tolist()) == {0, 1}
+    picks = R.sample_next(logits, 1.0, 0.79, None, g)  # 0.5 < 0.79 -> the crossing token 1 is kept, 2 is not
+    assert set(picks.tolist()) == {0, 1}
+    picks = R.sample_next(logits, 1.0, 0.81, None, g)
+    assert set(picks.tolist()) == {0, 1, 2}
+    assert R.sample_next(logits[:3], 0, None, None, g).tolist() == [0, 0, 0]
+
+
+# ---- the band and the verdicts
+
+
+def test_band_and_width():
+    lams = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    assert study.band(lams, [0, 0, 0.05, 0.5, 0.95, 1]) == (0.4, 0.8)
+    assert study.band(lams, [0, 0, 0, 0.3, 0.5, 0.6]) is None
+    m = np.array([[0, 0, 0, 1, 1, 1], [0, 0, 0, 0, 1, 1]], dtype=float)
+    # mean curve 0, 0, 0, .5, 1, 1: 10% reached at 0.4 + 0.2 * 0.2 = 0.44, 90% at 0.6 + 0.2 * 0.8 = 0.76
+    assert study.band_width(lams, m) == pytest.approx(0.32)
+    assert math.isinf(study.band_width(lams, np.zeros((2, 6))))
+    assert study.fine_grid(lams, [0, 0, 0.2, 0.6, 1, 1], 3) == [0.45, 0.5, 0.55]
+    assert study.fine_grid(lams, [0, 0, 0, 0, 0, 0], 3) == []
+
+
+def test_record_claims_on_a_clear_three_stage_curve():
+    res = _synthetic()
+    led = C.Ledger("model_interpolation", "test", list(study.CLAIMS))
+    study.record_claims(led, res)
+    v = {cid: e.holds for cid, e in led.entries.items()}
+    assert res["band"] == (0.4, 0.6)
+    assert v["think_sigmoid"] == C.HOLDS
+    assert v["mean_jumps"] == C.HOLDS  # Pass@4 rises less than Mean@4 across the band
+    assert v["length_grows"] == C.HOLDS and v["fewer_tokens"] == C.HOLDS and v["matches_thinking"] == C.HOLDS
+    assert v["mlp_drives"] == C.HOLDS and v["late_layers"] == C.HOLDS
+    assert v["beats_merging"] == C.HOLDS
+    assert v["decoding_robust"] == C.HOLDS  # the two grid settings are the same rollouts here
+    assert v["thinking_thinks"] == C.HOLDS and v["thinking_better"] == C.HOLDS and v["endpoints_exact"] == C.HOLDS
+    assert not led.missing()
+
+
+def test_record_claims_fail_when_nothing_happens():
+    res = _synthetic()
+    flat = {lam: _rec(r["correct"], [[False] * 4] * 30, r["tokens"], 4) for lam, r in res["sweep"].items()}
+    res.update(sweep=flat, band=None)
+    res["variants"] = {k: v for k, v in res["variants"].items() if not k.startswith("λ")}
+    res["variants"]["mlp only"] = res["variants"]["attn only"]
+    led = C.Ledger("model_interpolation", "test", list(study.CLAIMS))
+    study.record_claims(led, res)
+    v = {cid: e.holds for cid, e in led.entries.items()}
+    assert v["think_sigmoid"] == C.FAILS and v["thinking_thinks"] == C.FAILS
+    assert v["mean_jumps"] == C.UNTESTED and v["length_grows"] == C.UNTESTED and v["decoding_robust"] == C.UNTESTED
+    assert v["mlp_drives"] == C.FAILS  # a difference of exactly 0 is not > 0
+    assert not led.missing()
+
+
+def test_load_into_accepts_only_tied_omissions():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=4,
+                      num_key_value_heads=2, tie_word_embeddings=True)
+    m = LlamaForCausalLM(cfg)
+    sd = {k: v.clone() for k, v in m.state_dict().items() if k != "lm_head.weight"}
+    study.load_into(m, sd)  # the tied head may be missing
+    sd.pop("model.norm.weight")
+    with pytest.raises(ValueError, match="model.norm.weight"):
+        study.load_into(m, sd)
+
+
+def test_spec_checks():
+    with pytest.raises(ValueError, match="best_lambda"):
+        study.SPEC.resolve("book", {"best_lambda": 0.75})
+    with pytest.raises(ValueError, match="lambdas"):
+        study.SPEC.resolve("book", {"lambdas": [0.2, 1.0]})
+    with pytest.raises(ValueError, match="instruct and thinking"):
+        study.SPEC.resolve("book", {"instruct": "/x"})
+
+
+# ---- the local-checkpoint path (e.g. the Qwen3-4B pair), on two tiny checkpoints saved to disk
+
+
+@pytest.mark.slow
+def test_study_on_local_checkpoints(tmp_path, monkeypatch):
+    from acl26 import tokenization
+
+    monkeypatch.setenv("ACL26_CACHE", str(tmp_path / "cache"))
+    tok = tokenization.load("smollm2")
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=3,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    for i, name in enumerate(("base", "instruct", "thinking")):
+        torch.manual_seed(i)
+        LlamaForCausalLM(cfg).save_pretrained(tmp_path / name)
+        tok.save_pretrained(tmp_path / name)
+    P = study.SPEC.resolve("smoke", {"instruct": str(tmp_path / "instruct"), "thinking": str(tmp_path / "thinking"),
+                                     "base": str(tmp_path / "base"), "eval_problems": 3, "max_new_tokens": 4})
+    res = study.run(P, progress=False)
+    assert sorted(res["sweep"]) == [0.0, 0.5, 0.8, 1.0]
+    assert {"TA", "TIES", "attn only", "mlp only", "layers: first third", "layers: last two thirds"} <= set(res["variants"])
+    assert res["n_layers"] == 3 and res["endpoint_error"] == 0.0 and res["source"].startswith("local checkpoints")
+    rec = res["sweep"][1.0]
+    assert len(rec["correct"]) == 3 and all(len(r) == P["k"] for r in rec["correct"])
+    assert all(1 <= n <= 4 for row in rec["tokens"] for n in row)
+    led = C.Ledger("model_interpolation", "smoke", list(study.CLAIMS), P)
+    study.record_claims(led, res)
+    assert not led.missing()
+    # the streamed merge (paper-scale pairs) gives the same merged models, hence the same rollouts
+    monkeypatch.setenv("ACL26_CACHE", str(tmp_path / "cache-streamed"))
+    res_s = study.run(dict(P, merge="streamed"), progress=False)
+    for lam in res["sweep"]:
+        assert res_s["sweep"][lam]["tokens"] == res["sweep"][lam]["tokens"]
+        assert res_s["sweep"][lam]["answers"] == res["sweep"][lam]["answers"]
+    assert (tmp_path / "cache-streamed" / "model_interpolation" / "streamed-merge" / "interpolation.json").is_file()
+    # without a base, TA and TIES are not run and their claim says why
+    P2 = dict(P, base="")
+    res2 = study.run(P2, progress=False)
+    assert "TA" not in res2["variants"]
+    led2 = C.Ledger("model_interpolation", "smoke", list(study.CLAIMS), P2)
+    study.record_claims(led2, res2)
+    assert led2.entries["beats_merging"].holds == C.UNTESTED
