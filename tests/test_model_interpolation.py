@@ -106,6 +106,16 @@ def test_names_of_other_families():
     assert M.module_of("model.layers.2.post_attention_layernorm.weight") is None
 
 
+def test_numpy_scalars_are_numbers(pair_sd):
+    a, b = pair_sd
+    for lam in (np.float32(0.5), np.int64(0), np.float64(1.0), np.int32(1)):
+        out = M.interpolate(a, b, lam, layers=[np.int64(1)])
+        ref = M.interpolate(a, b, float(lam), layers=[1])
+        assert all(torch.equal(out[k], ref[k]) for k in a)
+    with pytest.raises(ValueError, match="lam"):
+        M.interpolate(a, b, np.bool_(True))
+
+
 @pytest.mark.parametrize("lam", [-0.1, 1.0001, float("nan"), float("inf"), True, "0.5", None])
 def test_bad_lambda(pair_sd, lam):
     with pytest.raises(ValueError, match="lam"):
@@ -238,6 +248,11 @@ def test_task_arithmetic():
     assert out["w"].dtype == torch.bfloat16
 
 
+def test_a_model_named_base_is_refused():
+    with pytest.raises(ValueError, match="base"):
+        M.task_arithmetic({"w": torch.zeros(2)}, {"base": {"w": torch.ones(2)}})
+
+
 def test_merges_on_a_model(pair_sd):
     a, b = pair_sd
     base = {k: (x + y) / 2 for (k, x), y in zip(a.items(), b.values())}
@@ -295,7 +310,9 @@ def test_band_and_width():
     m = np.array([[0, 0, 0, 1, 1, 1], [0, 0, 0, 0, 1, 1]], dtype=float)
     # mean curve 0, 0, 0, .5, 1, 1: 10% reached at 0.4 + 0.2 * 0.2 = 0.44, 90% at 0.6 + 0.2 * 0.8 = 0.76
     assert study.band_width(lams, m) == pytest.approx(0.32)
-    assert math.isinf(study.band_width(lams, np.zeros((2, 6))))
+    assert study.band_width(lams, np.zeros((2, 6))) == study.NEVER
+    assert study.band_width(lams, np.ones((2, 6))) == study.NEVER  # starts high: no rise
+    assert study.band_width(lams, np.array([[0.5, 0.5, 1, 1, 1, 1]])) == study.NEVER
     assert study.fine_grid(lams, [0, 0, 0.2, 0.6, 1, 1], 3) == [0.45, 0.5, 0.55]
     assert study.fine_grid(lams, [0, 0, 0, 0, 0, 0], 3) == []
 
@@ -314,6 +331,31 @@ def test_record_claims_on_a_clear_three_stage_curve():
     assert v["decoding_robust"] == C.HOLDS  # the two grid settings are the same rollouts here
     assert v["thinking_thinks"] == C.HOLDS and v["thinking_better"] == C.HOLDS and v["endpoints_exact"] == C.HOLDS
     assert not led.missing()
+
+
+def test_a_curve_that_starts_high_does_not_rise():
+    res = _synthetic()
+    res["sweep"] = {lam: _rec(r["correct"], [[True] * 4] * 30, r["tokens"], 4) for lam, r in res["sweep"].items()}
+    led = C.Ledger("model_interpolation", "test", list(study.CLAIMS))
+    study.record_claims(led, res)
+    assert led.entries["think_sigmoid"].holds == C.FAILS
+
+
+def test_beats_merging_needs_both_baselines():
+    res = _synthetic()
+    best = res["sweep"][0.8]
+    # TIES as good as the best λ on most problems: that comparison is not a clear win
+    res["variants"]["TIES"] = _rec(best["correct"], best["think"], best["tokens"], 4)
+    led = C.Ledger("model_interpolation", "test", list(study.CLAIMS))
+    study.record_claims(led, res)
+    assert led.entries["beats_merging"].holds in (C.INCONCLUSIVE, C.FAILS)
+    assert "TIES" in led.entries["beats_merging"].note
+
+
+def test_endpoint_error_sees_nan():
+    a = {"w": torch.tensor([1.0, float("nan")])}
+    pair = {"instruct": a, "thinking": {"w": torch.tensor([2.0, float("nan")])}}
+    assert study.endpoint_error(pair) == 0.0  # NaN at the same place on both sides is the same tensor
 
 
 def test_record_claims_fail_when_nothing_happens():

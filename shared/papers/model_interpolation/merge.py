@@ -33,6 +33,8 @@ import torch
 
 from acl26 import checks, io
 
+#: "attn": the attention block (its projections, and any norm inside it such as Qwen3's q_norm / k_norm);
+#: "mlp": the feed-forward block (dense or MoE)
 MODULES = ("attn", "mlp")
 #: ``<prefix>.layers.<i>.`` (LLaMA, Qwen, Mistral, ...), ``.h.<i>.`` (GPT-2), ``.blocks.<i>.``
 _LAYER = re.compile(r"(?:^|\.)(?:layers|h|blocks|layer)\.(\d+)\.")
@@ -58,7 +60,12 @@ def module_of(name: str) -> str | None:
 
 
 def _check_lam(lam) -> float:
-    if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not math.isfinite(float(lam)) \
+    """λ as a float: any real number (numpy scalars too, bool refused), finite, in [0, 1]."""
+    import numbers
+
+    import numpy as np
+
+    if isinstance(lam, (bool, np.bool_)) or not isinstance(lam, numbers.Real) or not math.isfinite(float(lam)) \
             or not 0 <= float(lam) <= 1:
         raise ValueError(f"lam must be a finite number in [0, 1], got {lam!r}")
     return float(lam)
@@ -310,6 +317,8 @@ def interpolate_files(instruct_dir, thinking_dir, out_dir, lam: float, *, layers
 def _mergekit(base, models: Mapping[str, Mapping[str, torch.Tensor]], method: str, parameters: dict):
     from mergekit.merge_methods import merge_state_dicts
 
+    if "base" in models:
+        raise ValueError("models: 'base' is the name of the base; give the fine-tuned models other names")
     inputs = {"base": base, **models}
     keys = set(base)
     for name, sd in models.items():

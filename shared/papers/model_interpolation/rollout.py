@@ -106,7 +106,9 @@ def rollouts(model, tokenizer, prompts: Sequence[str], *, k: int, max_new_tokens
             ids = torch.tensor([[pad] * (width - len(e)) + e for e in enc], device=device)
             attn = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in enc], device=device)
             pos = (attn.cumsum(-1) - 1).clamp(min=0)
-            out = model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=1)
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*past_key_values. is deprecated", category=FutureWarning)
+                out = model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=1)
             cache = out.past_key_values
             n_rows = len(chunk) * k
             if k > 1:
@@ -116,7 +118,7 @@ def rollouts(model, tokenizer, prompts: Sequence[str], *, k: int, max_new_tokens
             rows = torch.arange(n_rows)
             tokens: list[list[int]] = [[] for _ in range(n_rows)]
             finished = [False] * n_rows
-            gen = torch.Generator().manual_seed(seed + c)
+            gen = torch.Generator(device=device).manual_seed(seed + c)  # on the logits' device (CUDA needs it)
             for step in range(max_new_tokens):
                 nxt = sample_next(logits, temperature, top_p, top_k, gen).cpu()
                 for r, t in zip(rows.tolist(), nxt.tolist()):
