@@ -438,3 +438,22 @@ def test_study_on_local_checkpoints(tmp_path, monkeypatch):
     led2 = C.Ledger("model_interpolation", "smoke", list(study.CLAIMS), P2)
     study.record_claims(led2, res2)
     assert led2.entries["beats_merging"].holds == C.UNTESTED
+
+
+def test_streamed_sharded_inputs_and_bad_out_dir(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    a, b = _tiny_llama(0), _tiny_llama(1)
+    a.save_pretrained(tmp_path / "a", max_shard_size="20KB")  # several shards and an index
+    b.save_pretrained(tmp_path / "b")
+    assert (tmp_path / "a" / "model.safetensors.index.json").is_file()
+    out = M.interpolate_files(tmp_path / "a", tmp_path / "b", tmp_path / "out", 0.6, shard_bytes=8192)
+    got = AutoModelForCausalLM.from_pretrained(out).state_dict()
+    ref = M.interpolate(a.state_dict(), b.state_dict(), 0.6)
+    assert all(torch.equal(got[k], ref[k]) for k in ref)
+    import json
+
+    index = json.loads((out / "model.safetensors.index.json").read_text())
+    assert index["metadata"]["total_size"] == sum(v.numel() * v.element_size() for v in ref.values())
+    with pytest.raises(ValueError, match="out_dir"):
+        M.interpolate_files(tmp_path / "a", tmp_path / "b", tmp_path / "b", 0.5)

@@ -223,6 +223,10 @@ class _Reader:
         if meta["dtype"] not in _ST_DTYPES:
             raise ValueError(f"{name}: unsupported safetensors dtype {meta['dtype']}")
         lo, hi = meta["data_offsets"]
+        dtype = _ST_DTYPES[meta["dtype"]]
+        numel = math.prod(meta["shape"])
+        if hi - lo != numel * torch.empty((), dtype=dtype).element_size():
+            raise ValueError(f"{self.path}: tensor {name} has {hi - lo} bytes for shape {meta['shape']} {meta['dtype']}")
         buf = bytearray(hi - lo)
         self.fh.seek(self.base + lo)
         if self.fh.readinto(buf) != hi - lo:
@@ -249,6 +253,8 @@ def interpolate_files(instruct_dir, thinking_dir, out_dir, lam: float, *, layers
     sel_layers, sel_modules = _selection(layers, modules)
     checks.integer("shard_bytes", shard_bytes, 1)
     a_dir, b_dir, out_dir = Path(instruct_dir), Path(thinking_dir), Path(out_dir)
+    if out_dir.resolve() in (a_dir.resolve(), b_dir.resolve()):
+        raise ValueError(f"out_dir must differ from both inputs, got {out_dir}")
     a_map, b_map = _shards(a_dir), _shards(b_dir)
     _check_keys(a_map, b_map)
     if sel_layers is not None:
@@ -259,7 +265,7 @@ def interpolate_files(instruct_dir, thinking_dir, out_dir, lam: float, *, layers
     names = sorted(a_map)
     with io.atomic_dir(out_dir) as tmp:
         shard: dict[str, torch.Tensor] = {}
-        size, files = 0, []
+        size, files, total = 0, [], 0
         weight_map = {}
 
         def flush():
@@ -291,6 +297,7 @@ def interpolate_files(instruct_dir, thinking_dir, out_dir, lam: float, *, layers
                     flush()
                 shard[name] = t.contiguous()
                 size += nbytes
+                total += nbytes
             flush()
         finally:
             for h in handles.values():
@@ -299,9 +306,10 @@ def interpolate_files(instruct_dir, thinking_dir, out_dir, lam: float, *, layers
             (tmp / files[0]).rename(tmp / "model.safetensors")
         else:
             io.write_json(tmp / "model.safetensors.index.json",
-                          {"metadata": {"total_size": 0}, "weight_map": weight_map})
-        for f in b_dir.iterdir():
-            if f.is_file() and not f.name.endswith(".safetensors") and f.name != "model.safetensors.index.json":
+                          {"metadata": {"total_size": total}, "weight_map": weight_map})
+        weights = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack")
+        for f in b_dir.iterdir():  # config, generation config, tokenizer: not the Thinking model's weights
+            if f.is_file() and not f.name.endswith(weights) and not f.name.endswith(".index.json"):
                 shutil.copy2(f, tmp / f.name)
         io.write_json(tmp / "interpolation.json",
                       {"lambda": lam, "instruct": str(a_dir), "thinking": str(b_dir),

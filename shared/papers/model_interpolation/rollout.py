@@ -5,7 +5,8 @@ batch keeps decoding its finished rows until its longest row ends. On 2 cores bo
 of 20 models, so :func:`rollouts` prefills each prompt once, repeats its KV cache k times, and drops
 finished rows from the batch (and from the cache) as it goes. Sampling is the standard chain:
 temperature, then top-k, then top-p (nucleus over what top-k kept: the smallest set whose
-probability reaches ``top_p``, the crossing token kept), as ``transformers``' warpers do.
+probability reaches ``top_p``, the crossing token kept), as ``transformers``' warpers do, except that
+top-k keeps exactly k tokens where transformers also keeps tokens tied with the k-th logit.
 :func:`acl26.evaluation.generate` (``model.generate``) is the reference it is tested against: with
 temperature 0 both give the same greedy tokens.
 """
