@@ -507,7 +507,8 @@ def curve_frame(results: dict):
 
 
 def comparison_frame(results: dict):
-    """Our Table 2 beside the paper's: Instruct, Thinking, TA, TIES and MI at the paper's λ values."""
+    """Our Table 2 beside the paper's: Instruct, Thinking, TA, TIES and MI at the paper's λ values;
+    our Mean@k with its 95% bootstrap interval over problems."""
     import pandas as pd
 
     sw, var = results["sweep"], results["variants"]
@@ -520,7 +521,9 @@ def comparison_frame(results: dict):
         row = {"method": name, "paper Mean@64": p[0], "paper Pass@64": p[1], "paper tokens": p[2], "paper Think %": p[3]}
         if rec is not None:
             s = summary(rec)
-            row.update({"ours Mean@k": 100 * s["mean@k"], "ours Pass@k": 100 * s["pass@k"],
+            iv = mean_interval(per_problem(rec)["mean@k"], int(results.get("n_resamples", 1999)))
+            row.update({"ours Mean@k": 100 * s["mean@k"], "Mean@k lo": 100 * iv.lo, "Mean@k hi": 100 * iv.hi,
+                        "ours Pass@k": 100 * s["pass@k"],
                         "ours Vote@k": 100 * s["vote@k"], "ours tokens": s["tokens"], "ours Think %": 100 * s["think"]})
         rows.append(row)
     return pd.DataFrame(rows).set_index("method")
