@@ -15,8 +15,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 from acl26 import stats
 
 _CHILD = r"""
@@ -114,7 +112,3 @@ def benchmarks(quick: bool = False) -> dict:
     return {"rows": rows, "goals": goals, "model": what,
             "note": "each repeat in a fresh process; the two modes alternate order; memory = peak RSS minus RSS "
                     "before the models are read, over one model's tensor bytes"}
-
-
-def median(xs) -> float:
-    return float(np.median(xs))

@@ -182,7 +182,7 @@ def fine_tune(style: str, params: dict, *, progress: bool = True) -> training.Tr
 
 def describe_data(params: dict) -> dict:
     """What the pair trains on: counts per source, the share with a check and the token lengths."""
-    _, tok = parent(params["parent"]) if params["parent"] == "tiny" else (None, _smollm2_tokenizer())
+    tok = _smollm2_tokenizer()  # both parents use SmolLM2's tokenizer
     items = training_problems(params["train_problems"], params["seed"], max_terms=params["max_terms"],
                               gsm_share=params["gsm_share"])
     out = {}

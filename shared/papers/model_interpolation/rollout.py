@@ -13,7 +13,6 @@ temperature 0 both give the same greedy tokens.
 
 from __future__ import annotations
 
-import math
 import time
 import warnings
 from collections.abc import Sequence
@@ -150,6 +149,4 @@ def rollouts(model, tokenizer, prompts: Sequence[str], *, k: int, max_new_tokens
     finally:
         model.train(was_training)
     seconds = time.perf_counter() - start
-    if not math.isfinite(seconds):  # pragma: no cover
-        seconds = float("nan")
     return Rollouts(texts=texts, n_tokens=counts, finished=done, seconds=seconds, generated=generated)

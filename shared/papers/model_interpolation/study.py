@@ -14,7 +14,6 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import numpy as np
 import torch
