@@ -9,6 +9,7 @@ from acl26 import claims as C
 from acl26 import registry
 
 import mi_cases
+import mta_cases
 
 # --------------------------------------------------------------------------------------------
 # synthetic results where every claim holds, and one change per claim that makes it fail
@@ -190,9 +191,31 @@ MODEL_INTERPOLATION_FAIL = {
 }
 
 
+MTA_FAIL = {
+    "improves_sfkl": lambda r: mta_cases.set_mean(r, "MTA", 16.0),
+    "improves_fkl": lambda r: _mta_worse(r, "fkl"),
+    "improves_srkl": lambda r: _mta_worse(r, "srkl"),
+    "dsa_over_hid": lambda r: mta_cases.set_mean(r, "+Hid only", 26.0),
+    "word_and_phrase": lambda r: mta_cases.set_mean(r, "phrase units only", 28.0),
+    "importance_helps": lambda r: mta_cases.set_mean(r, "no importance weights", 28.0),
+    "overhead": lambda r: r["timing"].update(MTA=[2.0, 2.2, 1.9, 2.1]),
+    "student_recovers": lambda r: r["recovery"]["log"]["final"].update(val_ppl=2e7),
+    "kd_learns": lambda r: r["evals"]["start"].update(nll=[1.0] * mta_cases.N_PAIRS),
+    "teacher_ahead": lambda r: r["evals"].update(teacher=mta_cases.rec(5.0, 9)),
+    "trl_agrees": lambda r: r.update(trl_diff=1e-3),
+}
+
+
+def _mta_worse(r, base):
+    """MTA worse than the base loss ``base`` on every seed."""
+    for s in r["seeds"]:
+        r["runs"][f"{base}|MTA|{s}"] = mta_cases.rec(15.0, s, noise=0.5, salt=77)
+
+
 CASES = {"lopt": (lopt_good, LOPT_FAIL), "sherry": (sherry_good, SHERRY_FAIL), "models": (models_good, MODELS_FAIL),
          "alloc_moe": (alloc_moe_good, ALLOC_MOE_FAIL),
-         "model_interpolation": (mi_cases.synthetic, MODEL_INTERPOLATION_FAIL)}
+         "model_interpolation": (mi_cases.synthetic, MODEL_INTERPOLATION_FAIL),
+         "mta": (mta_cases.synthetic, MTA_FAIL)}
 
 
 def verdicts(chapter_id, results):
@@ -326,3 +349,19 @@ def test_alloc_moe_untested_and_one_seed_cases():
     assert got["lt_beats_uniform"] == C.HOLDS  # one model: decided on the paired bootstrap over blocks
     r["grid"]["k_base"] = {3: r["grid"]["k_base"][3]}
     assert verdicts("alloc_moe", r)["k_base_1"] == C.UNTESTED
+
+
+def test_mta_untested_base_losses_and_local_student():
+    r = mta_cases.synthetic()
+    r["recovery"] = None
+    r["base_losses"] = ["sfkl"]  # the book profile: the other base losses did not run
+    got = verdicts("mta", r)
+    assert got["improves_fkl"] == got["improves_srkl"] == got["student_recovers"] == C.UNTESTED
+    assert got["improves_sfkl"] == C.HOLDS
+
+
+def test_mta_main_comparison_is_inconclusive_when_the_seeds_disagree():
+    r = mta_cases.synthetic()
+    mta_cases.set_mean(r, "MTA", 26.0, seeds=[0])
+    mta_cases.set_mean(r, "MTA", 14.0, seeds=[1])
+    assert verdicts("mta", r)["improves_sfkl"] == C.INCONCLUSIVE

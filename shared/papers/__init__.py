@@ -7,6 +7,4 @@ and declares ``CHAPTER`` (:class:`acl26.chapter.Chapter`). The registry discover
 """
 
 #: (id, title, arXiv id) of the book's papers that have no chapter yet
-PLANNED: tuple[tuple[str, str, str], ...] = (
-    ("mta", "MTA: Multi-Granular Trajectory Alignment for Large Language Model Distillation", "2605.01374"),
-)
+PLANNED: tuple[tuple[str, str, str], ...] = ()

@@ -1,0 +1,29 @@
+"""MTA: Multi-Granular Trajectory Alignment for Large Language Model Distillation (ACL 2026, arXiv 2605.01374).
+
+:mod:`.losses` holds the base KD losses (forward KL, DistiLLM's skew forward and reverse KL), token
+importance, span pooling, Dynamic Structural Alignment and Hidden Representation Alignment;
+:mod:`.units` the word and phrase spans; :mod:`.data` the prompt/response pairs and the teacher's
+cache; :mod:`.distill` the student (a layer subset of the teacher, recovered once) and the
+distillation loop; :mod:`.study` the runs and the verdicts.
+"""
+
+from acl26.chapter import Chapter
+from acl26.papers.mta import study
+from acl26.papers.mta.losses import (dsa_loss, forward_kl, hid_loss, key_layers, pool_spans, skew_forward_kl,
+                                     skew_reverse_kl, teacher_layer, token_importance)
+
+CHAPTER = Chapter(
+    id="mta",
+    title="MTA: Multi-Granular Trajectory Alignment for Large Language Model Distillation",
+    arxiv="2605.01374",
+    venue="ACL 2026",
+    cite="mta2026",
+    spec=study.SPEC,
+    claims=tuple(study.CLAIMS),
+    record_claims=study.record_claims,
+    assets=("smollm2", "sotu", "shakespeare", "moby-dick", "reasoning-gym", "spacy-en-sm"),
+    order=50,
+)
+
+__all__ = ["CHAPTER", "dsa_loss", "forward_kl", "hid_loss", "key_layers", "pool_spans", "skew_forward_kl",
+           "skew_reverse_kl", "teacher_layer", "token_importance"]

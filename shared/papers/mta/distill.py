@@ -1,0 +1,343 @@
+"""MTA's student and its distillation: layer subset, recovery, the KD (+ MTA) loop, evaluation.
+
+* :func:`layer_subset` picks evenly spaced teacher layers (first and last included) and
+  :func:`make_student` copies them, with the teacher's embeddings, final norm and head, into a
+  shallower model of the same family.
+* :func:`recover` trains that student once on the language-modelling corpus through the book's
+  one training loop (:func:`acl26.training.train`, cached): copied layers alone give a broken
+  model. Every distillation condition starts from the recovered student.
+* :func:`distill` runs one condition: a base KD loss on the response tokens against the teacher's
+  cached top-k, plus the MTA terms (DSA on word/phrase units, Hid on projected states) at the key
+  layers. It is cached by a hash of its whole configuration, and deterministic for a seed (the
+  seed draws the batches).
+* :func:`evaluate` scores a model on the held-out pairs: per-pair response NLL (teacher-forced on
+  the reference) and ROUGE-L of sampled responses (T = 1, top-p 1, ``rouge_score`` with stemming).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+
+from acl26 import checks, evaluation, io, models, paths, training
+from acl26.papers.mta import data as D
+from acl26.papers.mta import losses as L
+
+#: bump when the loop changes what it produces
+DISTILL_VERSION = 1
+
+
+def layer_subset(n_teacher: int, n_student: int) -> list[int]:
+    """``n_student`` evenly spaced indices of ``n_teacher`` layers, the first and the last included."""
+    checks.integer("n_teacher", n_teacher, 1)
+    checks.integer("n_student", n_student, 1, n_teacher)
+    if n_student == 1:
+        return [n_teacher - 1]
+    out = [math.floor(i * (n_teacher - 1) / (n_student - 1) + 0.5) for i in range(n_student)]
+    if len(set(out)) != len(out):  # pragma: no cover - cannot happen for n_student <= n_teacher
+        raise ValueError(f"layers {out} repeat")
+    return out
+
+
+def make_student(teacher, layers: Sequence[int]):
+    """A copy of ``teacher`` keeping only decoder ``layers`` (in order), its embeddings, final norm and head."""
+    n = teacher.config.num_hidden_layers
+    layers = [int(x) for x in layers]
+    if not layers or any(not 0 <= x < n for x in layers) or sorted(set(layers)) != layers:
+        raise ValueError(f"layers must be increasing distinct indices in [0, {n}), got {layers}")
+    cfg = copy.deepcopy(teacher.config)
+    cfg.num_hidden_layers = len(layers)
+    if getattr(cfg, "layer_types", None):
+        cfg.layer_types = [cfg.layer_types[i] for i in layers]
+    from transformers import AutoModelForCausalLM
+
+    models.quiet_transformers()
+    student = AutoModelForCausalLM.from_config(cfg)
+    sd = teacher.state_dict()
+    new = {}
+    for k in student.state_dict():
+        if k.startswith("model.layers."):
+            i = int(k.split(".")[2])
+            new[k] = sd[k.replace(f"model.layers.{i}.", f"model.layers.{layers[i]}.", 1)].clone()
+        else:
+            new[k] = sd[k].clone()
+    student.load_state_dict(new)
+    return student
+
+
+def freeze_embeddings(model):
+    """Keep the (tied) embeddings and head at the teacher's: they are half of the student's weights."""
+    model.get_input_embeddings().weight.requires_grad_(False)
+    model.get_output_embeddings().weight.requires_grad_(False)
+    return model
+
+
+def recover(teacher, teacher_id: str, params: dict, *, progress: bool = True) -> dict:
+    """The recovered student (cached): layer subset of ``teacher``, then language modelling on the corpus.
+
+    Returns ``{"model", "log", "layers", "copied_val_ppl"}``; ``params``: ``student_layers``,
+    ``recovery_steps``, ``recovery_batch``, ``recovery_lr``, ``block_size``, ``seed``.
+    """
+    from acl26 import corpus as corpus_mod
+
+    layers = layer_subset(teacher.config.num_hidden_layers, params["student_layers"])
+    corp = corpus_mod.load_corpus("smollm2", block_size=params["block_size"])
+    train_x = torch.from_numpy(corp.blocks("train"))
+    val_x = torch.from_numpy(corp.blocks("validation"))[:64]
+
+    def init():
+        return freeze_embeddings(make_student(teacher, layers))
+
+    copied = init()
+    copied_loss = training.evaluate_loss(copied, val_x)
+    tc = training.TrainConfig(steps=params["recovery_steps"], batch_size=params["recovery_batch"],
+                              lr=params["recovery_lr"], warmup_frac=0.05, min_lr_frac=0.1, weight_decay=0.0,
+                              seed=params["seed"], eval_every=max(1, params["recovery_steps"] // 5), eval_blocks=32,
+                              checkpoint_every=50)
+    fp = D.digest({"train": D.digest(train_x[:4].tolist()), "n": len(train_x), "corpus": corp.key})
+    res = training.train(copied.config, tc, train_x, val_x, name="mta-student", data_fingerprint=fp, init=init,
+                         key_extra={"teacher": teacher_id, "layers": layers, "frozen": "embeddings and head",
+                                    "task": "mta student recovery v1"}, progress=progress)
+    return {"model": freeze_embeddings(res.model), "log": res.log, "layers": layers, "folder": str(res.folder),
+            "copied_val_ppl": math.exp(copied_loss), "from_cache": res.from_cache}
+
+
+# --------------------------------------------------------------------------------------------
+# the distillation loop
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One distillation condition: a base loss, and which MTA terms (if any) are added."""
+
+    base: str = "sfkl"
+    dsa: bool = False
+    hid: bool = False
+    #: which units each key layer pools: "paper" (words at the word layer, phrases above),
+    #: "word" (words at every key layer) or "phrase" (phrases at every key layer)
+    units: str = "paper"
+    importance: bool = True
+    lambda_dsa: float = 2.0
+    lambda_hid: float = 0.2
+
+    def __post_init__(self):
+        if self.base not in L.BASE_LOSSES:
+            raise ValueError(f"base must be one of {sorted(L.BASE_LOSSES)}, got {self.base!r}")
+        if self.units not in ("paper", "word", "phrase"):
+            raise ValueError(f"units must be 'paper', 'word' or 'phrase', got {self.units!r}")
+        for name in ("lambda_dsa", "lambda_hid"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+
+    @property
+    def mta(self) -> bool:
+        return self.dsa or self.hid
+
+
+@dataclass(frozen=True)
+class DistillConfig:
+    steps: int
+    batch_size: int = 8
+    lr: float = 2e-4
+    warmup_frac: float = 0.1
+    min_lr_frac: float = 0.1
+    grad_clip: float = 1.0
+    seed: int = 0
+
+
+@dataclass
+class Distilled:
+    model: object
+    log: dict
+    from_cache: bool
+    folder: object = None
+    extra: dict = field(default_factory=dict)
+
+
+class Setup:
+    """What every condition shares: the start student, the encoded pairs, the teacher cache, the key layers."""
+
+    def __init__(self, student, student_id: str, items: Sequence[D.Encoded], cache: D.TeacherCache,
+                 key: dict[str, list[int]], pad_id: int):
+        self.student, self.student_id, self.items, self.cache, self.key, self.pad_id = \
+            student, student_id, list(items), cache, key, pad_id
+        self.student_layers = key["word"] + [x for x in key["phrase"] if x not in key["word"]]
+        if len(self.student_layers) != len(cache.layers):
+            raise ValueError(f"{len(self.student_layers)} student key layers but {len(cache.layers)} cached teacher layers")
+
+    def batch(self, idx: Sequence[int]) -> dict:
+        chosen = [self.items[int(i)] for i in idx]
+        b = D.pad_batch(chosen, self.pad_id)
+        b.update(self.cache.batch(idx, b["ids"].shape[1]))
+        b["items"] = chosen
+        return b
+
+
+def loss_terms(model, projs: torch.nn.ModuleList, b: dict, cond: Condition, setup: Setup) -> dict[str, torch.Tensor]:
+    """The base loss and the MTA terms of one batch (``loss`` is their weighted sum)."""
+    attn = b["attn"]
+    pos = D.predict_mask(b["labels"]) & attn
+    out = model.model(input_ids=b["ids"], attention_mask=attn.long(), output_hidden_states=cond.mta)
+    logits = model.lm_head(out.last_hidden_state[pos])
+    s_b, t_b = L.topk_buckets(logits, b["topk_idx"][pos], b["topk_logp"][pos])
+    base = L.BASE_LOSSES[cond.base](s_b, t_b)
+    terms = {"base": base}
+    total = base
+    if cond.mta:
+        dsa = torch.zeros(())
+        hid = torch.zeros(())
+        for j, layer in enumerate(setup.student_layers):
+            th = b["hidden"][:, :, j]
+            w = L.token_importance(th, attn) if cond.importance else L.uniform_importance(attn)
+            sh = out.hidden_states[layer]
+            if cond.dsa:
+                kind = ("words" if layer in setup.key["word"] else "phrases") if cond.units == "paper" else \
+                    ("words" if cond.units == "word" else "phrases")
+                spans = [getattr(e, kind) for e in b["items"]]
+                member = L.span_matrix(spans, max([len(s) for s in spans] + [1]), th.shape[1])
+                us, uw = L.pool_spans(sh, w, member)
+                ut, _ = L.pool_spans(th, w, member)
+                dsa = dsa + L.dsa_loss(us, ut, uw)
+            if cond.hid:
+                hid = hid + L.hid_loss(sh, th, w, projs[j])
+        dsa = dsa / len(setup.student_layers)  # DSA: averaged over key layers; Hid: summed (the paper's forms)
+        terms.update(dsa=dsa, hid=hid)
+        total = total + cond.lambda_dsa * dsa * cond.dsa + cond.lambda_hid * hid * cond.hid
+    terms["loss"] = total
+    return terms
+
+
+def _key(setup: Setup, cond: Condition, cfg: DistillConfig) -> str:
+    return D.digest({"student": setup.student_id, "items": D.encoded_digest(setup.items), "cache": setup.cache.meta["key"],
+                     "key_layers": setup.key, "cond": asdict(cond), "cfg": asdict(cfg), "v": DISTILL_VERSION,
+                     "torch": torch.__version__.split("+")[0]})
+
+
+def distill(setup: Setup, cond: Condition, cfg: DistillConfig, *, name: str, progress: bool = True,
+            use_cache: bool = True) -> Distilled:
+    """Train one condition from the start student (cached under ``$ACL26_CACHE/models/mta-<name>-<key>``)."""
+    from tqdm import tqdm
+    from transformers import AutoModelForCausalLM
+
+    checks.integer("steps", cfg.steps, 1)
+    checks.integer("batch_size", cfg.batch_size, 1)
+    key = _key(setup, cond, cfg)
+    folder = paths.cache_dir() / "models" / f"mta-{name}-{key[:12]}"
+    if use_cache and (folder / "distill_log.json").is_file():
+        models.quiet_transformers()
+        model = AutoModelForCausalLM.from_pretrained(folder)
+        model.eval()
+        return Distilled(model, io.read_json(folder / "distill_log.json"), True, folder)
+    with training.deterministic():
+        torch.manual_seed(cfg.seed)
+        model = freeze_embeddings(copy.deepcopy(setup.student))
+        model.train()
+        d_s = model.config.hidden_size
+        d_t = setup.cache.meta["hidden_size"]
+        projs = torch.nn.ModuleList([L.projection(d_s, d_t) for _ in setup.student_layers])
+        params = [p for p in model.parameters() if p.requires_grad] + (list(projs.parameters()) if cond.hid else [])
+        opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
+        tc = training.TrainConfig(steps=cfg.steps, lr=cfg.lr, warmup_frac=cfg.warmup_frac, min_lr_frac=cfg.min_lr_frac)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: training.lr_at(s, tc))
+        gen = torch.Generator().manual_seed(cfg.seed)
+        hist = {"step": [], "loss": [], "base": [], "dsa": [], "hid": [], "seconds": []}
+        t0 = time.perf_counter()
+        for step in tqdm(range(cfg.steps), desc=f"distill {name}", unit="step", disable=not progress):
+            ts = time.perf_counter()
+            idx = torch.randint(0, len(setup.items), (cfg.batch_size,), generator=gen).tolist()
+            terms = loss_terms(model, projs, setup.batch(idx), cond, setup)
+            terms["loss"].backward()
+            torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+            hist["step"].append(step + 1)
+            for k in ("loss", "base", "dsa", "hid"):
+                hist[k].append(float(terms[k]) if k in terms else None)
+            hist["seconds"].append(time.perf_counter() - ts)
+        seconds = time.perf_counter() - t0
+    model.eval()
+    log = {"name": name, "key": key, "condition": asdict(cond), "config": asdict(cfg), "history": hist,
+           "seconds": round(seconds, 1), "start": setup.student_id}
+    with io.atomic_dir(folder) as tmp:
+        model.save_pretrained(tmp)
+        io.write_json(tmp / "distill_log.json", log)
+    return Distilled(model, log, False, folder)
+
+
+def step_times(setup: Setup, conds: dict[str, Condition], *, batch_size: int, rounds: int, seed: int = 0) -> dict:
+    """Seconds per training step (forward + backward) of each condition on the same batches, in
+    interleaved rounds whose order rotates (:func:`acl26.timing.interleaved`); no weights change."""
+    from acl26 import timing
+
+    model = freeze_embeddings(copy.deepcopy(setup.student))
+    model.train()
+    projs = torch.nn.ModuleList([L.projection(model.config.hidden_size, setup.cache.meta["hidden_size"])
+                                 for _ in setup.student_layers])
+    gen = torch.Generator().manual_seed(seed)
+    batch = setup.batch(torch.randint(0, len(setup.items), (batch_size,), generator=gen).tolist())
+
+    def step(cond):
+        def f():
+            terms = loss_terms(model, projs, batch, cond, setup)
+            terms["loss"].backward()
+            model.zero_grad(set_to_none=True)
+            projs.zero_grad(set_to_none=True)
+        return f
+
+    return timing.interleaved({k: step(c) for k, c in conds.items()}, rounds=rounds, calls=1, warm_s=0.0)
+
+
+# --------------------------------------------------------------------------------------------
+# evaluation
+
+
+@torch.no_grad()
+def response_nll(model, items: Sequence[D.Encoded], pad_id: int, batch_size: int = 16) -> list[float]:
+    """Per pair, the mean NLL (nats/token) of the reference's tokens and EOS, teacher-forced."""
+    out = []
+    was = model.training
+    model.eval()
+    for lo in range(0, len(items), batch_size):
+        b = D.pad_batch(items[lo:lo + batch_size], pad_id)
+        logits = model(input_ids=b["ids"], attention_mask=b["attn"].long()).logits.float()
+        logp = torch.log_softmax(logits[:, :-1], -1).gather(-1, b["ids"][:, 1:, None])[..., 0]
+        m = b["labels"][:, 1:].float()
+        out += (-(logp * m).sum(1) / m.sum(1).clamp_min(1)).tolist()
+    model.train(was)
+    return out
+
+
+def evaluate(model, tokenizer, pairs: Sequence[D.Pair], items: Sequence[D.Encoded], *, samples: int,
+             max_new_tokens: int, seed: int, pad_id: int, batch_size: int = 32, progress: bool = False,
+             cache_key: dict | None = None) -> dict:
+    """``{"nll": [...], "rouge": [...] (per pair, mean over samples, x100), "texts": [...]}``; cached by
+    ``cache_key`` (with the model's weights digest) when given."""
+    key = None
+    if cache_key is not None:
+        key = D.digest({**cache_key, "model": D.state_digest(model), "samples": samples, "mnt": max_new_tokens,
+                        "seed": seed, "pairs": [(p.prompt, p.reference) for p in pairs], "v": DISTILL_VERSION})
+        path = paths.cache_dir() / "mta" / f"eval-{key[:20]}.json"
+        if path.is_file():
+            return io.read_json(path)
+    t0 = time.perf_counter()
+    nll = response_nll(model, items, pad_id)
+    gens = evaluation.generate(model, tokenizer, [p.prompt for p in pairs], max_new_tokens=max_new_tokens,
+                               temperature=1.0, top_p=1.0, top_k=None, seed=seed, n=samples, batch_size=batch_size,
+                               chat=True, system=D.SYSTEM, progress=progress)
+    refs = [p.reference for p in pairs]
+    per = np.zeros(len(pairs))
+    for j in range(samples):
+        per += np.asarray(evaluation.rouge_l_scores([row[j] for row in gens.texts], refs))
+    rec = {"nll": nll, "rouge": (100.0 * per / samples).tolist(), "texts": [row[0] for row in gens.texts],
+           "sources": [p.source for p in pairs], "seconds": round(time.perf_counter() - t0, 1)}
+    if key is not None:
+        io.write_json(path, rec)
+    return rec
