@@ -69,6 +69,22 @@ def test_zero_probabilities_give_finite_losses():
         assert math.isfinite(float(fn(q, p)))
 
 
+def test_losses_have_finite_gradients_and_ignore_masked_rows_with_minus_inf():
+    s = torch.log_softmax(torch.tensor([[0.5, 0.2, -math.inf], [1.0, 0.0, 0.0]]), -1).requires_grad_()
+    t = torch.log_softmax(torch.tensor([[0.1, 0.3, -math.inf], [0.0, 2.0, -1.0]]), -1).requires_grad_()
+    for fn in L.BASE_LOSSES.values():
+        loss = fn(s, t)
+        assert math.isfinite(float(loss))
+        gs, gt = torch.autograd.grad(loss, (s, t))
+        assert torch.isfinite(gs).all() and torch.isfinite(gt).all(), fn.__name__
+    bad = torch.tensor([[0.0, -math.inf], [math.log(0.5), math.log(0.5)]])
+    good = torch.log(torch.tensor([[0.5, 0.5], [0.5, 0.5]]))
+    mask = torch.tensor([False, True])
+    assert float(L.forward_kl(bad, good, mask)) == 0.0  # the masked-out row (infinite KL) does not enter
+    assert float(L.forward_kl(good[:0], good[:0])) == 0.0  # no position: 0, not NaN
+    assert float(L.forward_kl(good, good, torch.tensor([False, False]))) == 0.0
+
+
 def test_forward_kl_agrees_with_trl_generalized_jsd_at_beta_0():
     import os
 
@@ -148,6 +164,18 @@ def test_token_importance_by_hand_and_its_properties():
 
 
 # ---- pooling, DSA, Hid
+
+
+def test_token_importance_refuses_non_finite_states_and_ignores_padding_values():
+    h = torch.randn(1, 4, 3)
+    m = torch.tensor([[True, True, True, False]])
+    w = L.token_importance(h, m)
+    h2 = h.clone()
+    h2[0, 3] = math.inf  # padding: ignored
+    assert torch.equal(L.token_importance(h2, m), w)
+    h2[0, 1] = math.nan
+    with pytest.raises(ValueError, match="non-finite"):
+        L.token_importance(h2, m)
 
 
 def test_pool_spans_by_hand():
@@ -267,8 +295,16 @@ def test_encoded_pairs_label_the_response_and_map_units_onto_tokens():
     assert "new roads" in phrases and "our people" in phrases and "The nation" in phrases
     assert all(0 <= s < t <= len(e.ids) for s, t in e.words + e.phrases)
     assert text.startswith("<|im_start|>system")
-    (cut,) = D.encode(tok, [pair], max_len=24)
-    assert len(cut.ids) == 24 and all(t <= 24 for _, t in cut.words + cut.phrases)
+    assert e.content is not None and not any(e.content[:5])  # the template's first tokens are not content
+    content_text = tok.decode([i for i, c in zip(e.ids, e.content) if c])
+    assert "Continue: The nation is strong." in content_text and pair.reference in content_text
+    assert "<|im_start|>" not in content_text and "assistant" not in content_text
+    with pytest.raises(ValueError, match="max_len=12 leaves no response token"):
+        D.encode(tok, [pair], max_len=12)
+    kept = D.encode(tok, [pair, D.Pair("x", "Hi", "Yes.")], max_len=22, skip_unlabelled=True)
+    assert [k.pair.prompt for k in kept] == ["Hi"]
+    (cut,) = D.encode(tok, [pair], max_len=30)
+    assert len(cut.ids) == 30 and any(cut.labels) and all(t <= 30 for _, t in cut.words + cut.phrases)
 
 
 @pytest.mark.assets
@@ -375,6 +411,9 @@ def test_distill_is_deterministic_cached_and_each_term_changes_the_loss(tmp_path
     assert c.from_cache and c.log["key"] == a.log["key"]
     for (k, v), w in zip(a.model.state_dict().items(), c.model.state_dict().values()):
         assert torch.equal(v, w), k
+    # a trained model and its cached copy have the same evaluation key (weights and config)
+    assert D.state_digest(a.model) == D.state_digest(c.model)
+    assert Dl._config_of(a.model) == Dl._config_of(c.model)
     other = Dl.distill(setup, full, Dl.DistillConfig(steps=3, batch_size=2, lr=1e-2, seed=1), name="t-a", progress=False)
     assert other.log["key"] != c.log["key"]
     # the embeddings stay the teacher's; the layers move
@@ -396,6 +435,43 @@ def test_distill_is_deterministic_cached_and_each_term_changes_the_loss(tmp_path
     assert float(terms["flat"]["hid"]) != pytest.approx(float(f["hid"]))
     times = Dl.step_times(setup, {"base": Dl.Condition(), "MTA": full}, batch_size=2, rounds=2)
     assert len(times["base"]) == len(times["MTA"]) == 2
+
+
+def test_the_base_loss_compares_the_logits_at_t_with_the_teachers_at_t(tmp_path, monkeypatch):
+    """The student's logits and the teacher's cached top-k are taken at the same positions (the ones
+    before each label): with top-k = the whole vocabulary the loss is the full-vocabulary KL there."""
+    monkeypatch.setenv("ACL26_CACHE", str(tmp_path))
+    teacher = _tiny_lm(4, seed=1)
+    student = Dl.make_student(_tiny_lm(4, seed=2), [0, 3])  # other weights: a KL far from 0
+    with torch.no_grad():
+        student.lm_head.weight.mul_(30.0)
+    g = torch.Generator().manual_seed(5)
+    items = [D.Encoded(D.Pair("x", "p", "r"), torch.randint(0, 97, (n,), generator=g).tolist(),
+                       [j >= n - 4 for j in range(n)], words=[(0, 2)], phrases=[(0, 2)]) for n in (9, 12)]
+    cache = D.teacher_cache(teacher, items, [2, 4], top_k=97, pad_id=0, progress=False)
+    setup = Dl.Setup(student, "tiny", items, cache, L.key_layers(2), pad_id=0)
+    b = setup.batch([0, 1])
+    got = Dl.loss_terms(student, torch.nn.ModuleList(), b, Dl.Condition(base="fkl"), setup)["base"]
+    with torch.no_grad():
+        want, n = 0.0, 0
+        for e in items:
+            ids = torch.tensor([e.ids])
+            sl = torch.log_softmax(student(input_ids=ids).logits[0], -1)
+            tl = torch.log_softmax(teacher(input_ids=ids).logits[0], -1)
+            for t in range(len(e.ids) - 1):
+                if e.labels[t + 1]:
+                    want += float((tl[t].exp() * (tl[t] - sl[t])).sum())
+                    n += 1
+    assert want / n > 0.05
+    assert float(got) == pytest.approx(want / n, rel=1e-4)
+
+
+def test_make_student_refuses_other_layouts():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=50, n_embd=16, n_layer=2, n_head=2, n_positions=32))
+    with pytest.raises(ValueError, match="model.layers"):
+        Dl.make_student(gpt2, [0])
 
 
 def test_response_nll_is_the_reference_tokens_cross_entropy(tmp_path, monkeypatch):

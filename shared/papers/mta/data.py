@@ -51,13 +51,15 @@ class Pair:
 
 @dataclass
 class Encoded:
-    """One tokenized pair: ids, the label mask (True on the response tokens and EOS) and its units."""
+    """One tokenized pair: ids, the label mask (True on the response tokens and EOS), the content mask
+    (True on the tokens of the prompt's and the response's text, not the chat template's) and its units."""
 
     pair: Pair
     ids: list[int]
     labels: list[bool]
     words: list[tuple[int, int]] = field(default_factory=list)
     phrases: list[tuple[int, int]] = field(default_factory=list)
+    content: list[bool] | None = None  # None: every token
 
 
 def _sotu_split(split: str):
@@ -68,16 +70,17 @@ def _sotu_split(split: str):
 def sotu_pairs(n: int, seed: int, split: str, *, prompt_words: int, response_words: int) -> list[Pair]:
     """``n`` continuation pairs from the addresses of one corpus split (one per draw of address and offset)."""
     checks.integer("n", n, 0)
-    docs = _sotu_split(split)
+    checks.integer("prompt_words", prompt_words, 1)
+    checks.integer("response_words", response_words, 1)
+    need = prompt_words + response_words
+    docs = [d for d in _sotu_split(split) if len(d.text.split()) > need]
     if not docs:
-        raise ValueError(f"no State of the Union address in split {split!r}")
+        raise ValueError(f"no State of the Union address in split {split!r} has more than prompt_words + "
+                         f"response_words = {need} words")
     rng = random.Random(seed)
     out = []
-    need = prompt_words + response_words
     while len(out) < n:
         words = rng.choice(docs).text.split()
-        if len(words) < need + 1:
-            continue
         at = rng.randrange(0, len(words) - need)
         prompt = " ".join(words[at:at + prompt_words])
         ref = " ".join(words[at + prompt_words:at + need])
@@ -129,9 +132,11 @@ def prompt_text(tokenizer, user: str) -> str:
                                          tokenize=False, add_generation_prompt=True)
 
 
-def encode(tokenizer, pairs: Sequence[Pair], *, max_len: int, with_units: bool = True) -> list[Encoded]:
+def encode(tokenizer, pairs: Sequence[Pair], *, max_len: int, with_units: bool = True,
+           skip_unlabelled: bool = False) -> list[Encoded]:
     """Tokenize each pair (prompt + reference + EOS) with its units; pairs longer than ``max_len`` are cut
-    at ``max_len`` tokens (the labels and units inside are kept)."""
+    at ``max_len`` tokens (the labels and units inside are kept). A pair whose cut leaves no response
+    token raises ValueError, or with ``skip_unlabelled`` is left out (``Encoded.pair`` says which were kept)."""
     checks.integer("max_len", max_len, 8)
     out = []
     for p in pairs:
@@ -141,10 +146,16 @@ def encode(tokenizer, pairs: Sequence[Pair], *, max_len: int, with_units: bool =
         ids, offs = enc["input_ids"][:max_len], enc["offset_mapping"][:max_len]
         resp_start = len(head)
         labels = [s >= resp_start and e > s for s, e in offs]
-        labels = [lab or (i > 0 and labels[i - 1] and ids[i] == tokenizer.eos_token_id) for i, lab in enumerate(labels)]
-        e = Encoded(p, list(ids), labels)
+        if not any(labels):
+            if skip_unlabelled:
+                continue
+            raise ValueError(f"max_len={max_len} leaves no response token of a pair whose prompt is "
+                             f"{len(tokenizer(head, add_special_tokens=False)['input_ids'])} tokens long")
+        user_at = head.rindex(p.prompt)
+        spans_text = ((user_at, user_at + len(p.prompt)), (resp_start, resp_start + len(p.reference)))
+        content = [e > s and any(s < b and e > a for a, b in spans_text) for s, e in offs]
+        e = Encoded(p, list(ids), labels, content=content)
         if with_units:
-            user_at = head.index(p.prompt)
             for field_, fn in (("words", units.word_char_spans), ("phrases", units.phrase_char_spans)):
                 spans = [(s + user_at, t + user_at) for s, t in fn(p.prompt)] + \
                         [(s + resp_start, t + resp_start) for s, t in fn(p.reference)]
@@ -154,16 +165,18 @@ def encode(tokenizer, pairs: Sequence[Pair], *, max_len: int, with_units: bool =
 
 
 def pad_batch(items: Sequence[Encoded], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded ``ids``, ``attn`` and ``labels`` (bool) tensors of equal length."""
+    """Right-padded ``ids``, ``attn``, ``labels`` and ``content`` (bool) tensors of equal length."""
     t = max(len(e.ids) for e in items)
     ids = torch.full((len(items), t), pad_id, dtype=torch.long)
     attn = torch.zeros((len(items), t), dtype=torch.bool)
     lab = torch.zeros((len(items), t), dtype=torch.bool)
+    content = torch.zeros((len(items), t), dtype=torch.bool)
     for i, e in enumerate(items):
         ids[i, :len(e.ids)] = torch.tensor(e.ids)
         attn[i, :len(e.ids)] = True
         lab[i, :len(e.ids)] = torch.tensor(e.labels)
-    return {"ids": ids, "attn": attn, "labels": lab}
+        content[i, :len(e.ids)] = torch.tensor(e.content) if e.content is not None else True
+    return {"ids": ids, "attn": attn, "labels": lab, "content": content}
 
 
 def digest(obj) -> str:
@@ -178,7 +191,7 @@ def state_digest(model) -> str:
     h = hashlib.sha256()
     for k, v in sorted(model.state_dict().items()):
         h.update(k.encode())
-        h.update(v.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes() if v.numel() else b"")
+        h.update(v.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if v.numel() else b"")
     return h.hexdigest()
 
 
@@ -240,13 +253,16 @@ def teacher_cache(teacher, items: Sequence[Encoded], teacher_layers: Sequence[in
         for lo in tqdm(range(0, n, batch_size), desc="teacher cache", unit="batch", disable=not progress):
             chunk = items[lo:lo + batch_size]
             b = pad_batch(chunk, pad_id)
-            out = teacher(input_ids=b["ids"], attention_mask=b["attn"].long(), output_hidden_states=True)
-            logp = torch.log_softmax(out.logits.float(), dim=-1)
+            dev = next(teacher.parameters()).device
+            out = teacher(input_ids=b["ids"].to(dev), attention_mask=b["attn"].long().to(dev), output_hidden_states=True)
+            logp = torch.log_softmax(out.logits.float(), dim=-1).cpu()
             top = logp.topk(top_k, dim=-1)
             t = b["ids"].shape[1]
             idx_mm[lo:lo + len(chunk), :t] = top.indices.numpy().astype(np.int32)
             lp_mm[lo:lo + len(chunk), :t] = top.values.numpy()
-            hid = torch.stack([out.hidden_states[layer] for layer in teacher_layers], dim=2)
+            hid = torch.stack([out.hidden_states[layer].float().cpu() for layer in teacher_layers], dim=2)
+            if hid.abs().max() >= torch.finfo(torch.float16).max:
+                raise ValueError("the teacher's states overflow float16: they cannot be cached as they are")
             hid_mm[lo:lo + len(chunk), :t] = (hid * b["attn"][..., None, None]).half().numpy()
         for mm in (idx_mm, lp_mm, hid_mm):
             mm.flush()

@@ -30,7 +30,8 @@ from acl26.papers.mta import data as D
 from acl26.papers.mta import losses as L
 
 #: bump when the loop changes what it produces
-DISTILL_VERSION = 1
+#: (2: importance, pooling and Hid over the content tokens only, not the chat template's)
+DISTILL_VERSION = 2
 
 
 def layer_subset(n_teacher: int, n_student: int) -> list[int]:
@@ -51,6 +52,9 @@ def make_student(teacher, layers: Sequence[int]):
     layers = [int(x) for x in layers]
     if not layers or any(not 0 <= x < n for x in layers) or sorted(set(layers)) != layers:
         raise ValueError(f"layers must be increasing distinct indices in [0, {n}), got {layers}")
+    if not any(k.startswith("model.layers.") for k in teacher.state_dict()):
+        raise ValueError("make_student copies decoder layers named model.layers.<i> (LLaMA, Qwen, Mistral, SmolLM); "
+                         "for another family, give a local start student")
     cfg = copy.deepcopy(teacher.config)
     cfg.num_hidden_layers = len(layers)
     if getattr(cfg, "layer_types", None):
@@ -182,33 +186,36 @@ class Setup:
 
 def loss_terms(model, projs: torch.nn.ModuleList, b: dict, cond: Condition, setup: Setup) -> dict[str, torch.Tensor]:
     """The base loss and the MTA terms of one batch (``loss`` is their weighted sum)."""
+    dev = next(model.parameters()).device
+    b = {k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in b.items()}
     attn = b["attn"]
+    content = b["content"] & attn
     pos = D.predict_mask(b["labels"]) & attn
-    out = model.model(input_ids=b["ids"], attention_mask=attn.long(), output_hidden_states=cond.mta)
-    logits = model.lm_head(out.last_hidden_state[pos])
+    out = model.base_model(input_ids=b["ids"], attention_mask=attn.long(), output_hidden_states=cond.mta)
+    logits = model.get_output_embeddings()(out.last_hidden_state[pos])
     s_b, t_b = L.topk_buckets(logits, b["topk_idx"][pos], b["topk_logp"][pos])
     base = L.BASE_LOSSES[cond.base](s_b, t_b)
     terms = {"base": base}
     total = base
     if cond.mta:
-        dsa = torch.zeros(())
-        hid = torch.zeros(())
+        dsa = torch.zeros((), device=dev)
+        hid = torch.zeros((), device=dev)
         for j, layer in enumerate(setup.student_layers):
             th = b["hidden"][:, :, j]
-            w = L.token_importance(th, attn) if cond.importance else L.uniform_importance(attn)
+            w = L.token_importance(th, content) if cond.importance else L.uniform_importance(content)
             sh = out.hidden_states[layer]
             if cond.dsa:
                 kind = ("words" if layer in setup.key["word"] else "phrases") if cond.units == "paper" else \
                     ("words" if cond.units == "word" else "phrases")
                 spans = [getattr(e, kind) for e in b["items"]]
-                member = L.span_matrix(spans, max([len(s) for s in spans] + [1]), th.shape[1])
+                member = L.span_matrix(spans, max([len(s) for s in spans] + [1]), th.shape[1]).to(dev)
                 us, uw = L.pool_spans(sh, w, member)
                 ut, _ = L.pool_spans(th, w, member)
                 dsa = dsa + L.dsa_loss(us, ut, uw)
             if cond.hid:
                 hid = hid + L.hid_loss(sh, th, w, projs[j])
         dsa = dsa / len(setup.student_layers)  # DSA: averaged over key layers; Hid: summed (the paper's forms)
-        terms.update(dsa=dsa, hid=hid)
+        terms.update({k: v for k, v in (("dsa", dsa), ("hid", hid)) if getattr(cond, k)})
         total = total + cond.lambda_dsa * dsa * cond.dsa + cond.lambda_hid * hid * cond.hid
     terms["loss"] = total
     return terms
@@ -217,7 +224,22 @@ def loss_terms(model, projs: torch.nn.ModuleList, b: dict, cond: Condition, setu
 def _key(setup: Setup, cond: Condition, cfg: DistillConfig) -> str:
     return D.digest({"student": setup.student_id, "items": D.encoded_digest(setup.items), "cache": setup.cache.meta["key"],
                      "key_layers": setup.key, "cond": asdict(cond), "cfg": asdict(cfg), "v": DISTILL_VERSION,
-                     "torch": torch.__version__.split("+")[0]})
+                     "torch": torch.__version__.split("+")[0], **_device_key(setup.student)})
+
+
+def _config_of(model) -> dict:
+    """The model's config without what changes when the same weights are saved and loaded again (its path,
+    the transformers version, the dtype fields), so a trained model and its cached copy share their keys."""
+    cfg = model.config.to_dict()
+    for volatile in ("_name_or_path", "transformers_version", "dtype", "torch_dtype"):
+        cfg.pop(volatile, None)
+    return cfg
+
+
+def _device_key(model) -> dict:
+    """The device in a cache key where it is not the CPU (CPU keys stay as they were)."""
+    dev = next(model.parameters()).device
+    return {} if dev.type == "cpu" else {"device": str(dev)}
 
 
 def distill(setup: Setup, cond: Condition, cfg: DistillConfig, *, name: str, progress: bool = True,
@@ -230,9 +252,10 @@ def distill(setup: Setup, cond: Condition, cfg: DistillConfig, *, name: str, pro
     checks.integer("batch_size", cfg.batch_size, 1)
     key = _key(setup, cond, cfg)
     folder = paths.cache_dir() / "models" / f"mta-{name}-{key[:12]}"
+    dev = next(setup.student.parameters()).device
     if use_cache and (folder / "distill_log.json").is_file():
         models.quiet_transformers()
-        model = AutoModelForCausalLM.from_pretrained(folder)
+        model = AutoModelForCausalLM.from_pretrained(folder).to(dev)
         model.eval()
         return Distilled(model, io.read_json(folder / "distill_log.json"), True, folder)
     with training.deterministic():
@@ -241,7 +264,7 @@ def distill(setup: Setup, cond: Condition, cfg: DistillConfig, *, name: str, pro
         model.train()
         d_s = model.config.hidden_size
         d_t = setup.cache.meta["hidden_size"]
-        projs = torch.nn.ModuleList([L.projection(d_s, d_t) for _ in setup.student_layers])
+        projs = torch.nn.ModuleList([L.projection(d_s, d_t) for _ in setup.student_layers]).to(dev)
         params = [p for p in model.parameters() if p.requires_grad] + (list(projs.parameters()) if cond.hid else [])
         opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
         tc = training.TrainConfig(steps=cfg.steps, lr=cfg.lr, warmup_frac=cfg.warmup_frac, min_lr_frac=cfg.min_lr_frac)
@@ -280,7 +303,7 @@ def step_times(setup: Setup, conds: dict[str, Condition], *, batch_size: int, ro
     model = freeze_embeddings(copy.deepcopy(setup.student))
     model.train()
     projs = torch.nn.ModuleList([L.projection(model.config.hidden_size, setup.cache.meta["hidden_size"])
-                                 for _ in setup.student_layers])
+                                 for _ in setup.student_layers]).to(next(model.parameters()).device)
     gen = torch.Generator().manual_seed(seed)
     batch = setup.batch(torch.randint(0, len(setup.items), (batch_size,), generator=gen).tolist())
 
@@ -306,7 +329,8 @@ def response_nll(model, items: Sequence[D.Encoded], pad_id: int, batch_size: int
     was = model.training
     model.eval()
     for lo in range(0, len(items), batch_size):
-        b = D.pad_batch(items[lo:lo + batch_size], pad_id)
+        dev = next(model.parameters()).device
+        b = {k: v.to(dev) for k, v in D.pad_batch(items[lo:lo + batch_size], pad_id).items()}
         logits = model(input_ids=b["ids"], attention_mask=b["attn"].long()).logits.float()
         logp = torch.log_softmax(logits[:, :-1], -1).gather(-1, b["ids"][:, 1:, None])[..., 0]
         m = b["labels"][:, 1:].float()
@@ -320,11 +344,10 @@ def evaluate(model, tokenizer, pairs: Sequence[D.Pair], items: Sequence[D.Encode
              cache_key: dict | None = None) -> dict:
     """``{"nll": [...], "rouge": [...] (per pair, mean over samples, x100), "texts": [...]}``; cached by
     ``cache_key`` (with the model's weights digest) when given."""
-    key = None
+    path = None
     if cache_key is not None:
-        key = D.digest({**cache_key, "model": D.state_digest(model), "samples": samples, "mnt": max_new_tokens,
-                        "seed": seed, "pairs": [(p.prompt, p.reference) for p in pairs], "v": DISTILL_VERSION})
-        path = paths.cache_dir() / "mta" / f"eval-{key[:20]}.json"
+        path = eval_path(model, tokenizer, pairs, items, samples=samples, max_new_tokens=max_new_tokens, seed=seed,
+                         batch_size=batch_size, cache_key=cache_key)
         if path.is_file():
             return io.read_json(path)
     t0 = time.perf_counter()
@@ -338,6 +361,17 @@ def evaluate(model, tokenizer, pairs: Sequence[D.Pair], items: Sequence[D.Encode
         per += np.asarray(evaluation.rouge_l_scores([row[j] for row in gens.texts], refs))
     rec = {"nll": nll, "rouge": (100.0 * per / samples).tolist(), "texts": [row[0] for row in gens.texts],
            "sources": [p.source for p in pairs], "seconds": round(time.perf_counter() - t0, 1)}
-    if key is not None:
+    if path is not None:
         io.write_json(path, rec)
     return rec
+
+
+def eval_path(model, tokenizer, pairs: Sequence[D.Pair], items: Sequence[D.Encoded], *, samples: int,
+              max_new_tokens: int, seed: int, batch_size: int, cache_key: dict, config: dict | None = None):
+    """Where :func:`evaluate` caches its record: keyed by everything that changes it (weights, config,
+    pairs and their encoding, decoding, the chat template, the device)."""
+    key = D.digest({**cache_key, "model": D.state_digest(model), "config": config if config is not None else _config_of(model),
+                    "samples": samples, "mnt": max_new_tokens, "seed": seed, "batch_size": batch_size,
+                    "pairs": [(p.prompt, p.reference) for p in pairs], "items": D.encoded_digest(items),
+                    "template": getattr(tokenizer, "chat_template", None), "v": DISTILL_VERSION, **_device_key(model)})
+    return paths.cache_dir() / "mta" / f"eval-{key[:20]}.json"

@@ -31,15 +31,24 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
+from acl26 import checks
+
 #: DistiLLM's skew coefficient
 ALPHA = 0.1
 
 
 def _masked_mean(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Mean of ``x`` over the masked positions (0 when there are none); masked-out values do not enter."""
     if mask is None:
-        return x.mean()
-    m = mask.to(x.dtype)
-    return (x * m).sum() / m.sum().clamp_min(1)
+        return x.mean() if x.numel() else x.sum()
+    m = mask.bool()
+    return torch.where(m, x, torch.zeros_like(x)).sum() / m.sum().clamp_min(1).to(x.dtype)
+
+
+def _finite(logp: torch.Tensor) -> torch.Tensor:
+    """Log-probabilities with −inf (a token of probability 0) replaced by a large finite negative, so
+    that no gradient of the losses below is NaN; the values change by less than exp(−1e30)."""
+    return logp.clamp_min(-1e30) if logp.dtype == torch.float64 else logp.clamp_min(torch.finfo(logp.dtype).min / 4)
 
 
 def _check(student_logp: torch.Tensor, teacher_logp: torch.Tensor, mask: torch.Tensor | None) -> None:
@@ -50,13 +59,15 @@ def _check(student_logp: torch.Tensor, teacher_logp: torch.Tensor, mask: torch.T
 
 
 def _xlogy(p: torch.Tensor, logx: torch.Tensor) -> torch.Tensor:
-    """p·log x with 0·log 0 = 0 (and 0·(−inf) = 0)."""
-    return torch.where(p > 0, p * logx, torch.zeros_like(p))
+    """p·log x with 0·log x = 0 for any log x (and finite gradients)."""
+    live = p > 0
+    return torch.where(live, p * torch.where(live, logx, torch.zeros_like(logx)), torch.zeros_like(p))
 
 
 def forward_kl(student_logp: torch.Tensor, teacher_logp: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """KL(p_teacher ‖ q_student) = Σ p (log p − log q), mean over masked positions."""
     _check(student_logp, teacher_logp, mask)
+    student_logp, teacher_logp = _finite(student_logp), _finite(teacher_logp)
     p = teacher_logp.exp()
     kl = (_xlogy(p, teacher_logp) - _xlogy(p, student_logp)).sum(-1)
     return _masked_mean(kl, mask)
@@ -67,6 +78,7 @@ def skew_forward_kl(student_logp: torch.Tensor, teacher_logp: torch.Tensor, mask
     """DistiLLM's skew forward KL: −Σ p·log(α·p + (1−α)·q), mean over masked positions."""
     _check(student_logp, teacher_logp, mask)
     _alpha(alpha)
+    student_logp, teacher_logp = _finite(student_logp), _finite(teacher_logp)
     p = teacher_logp.exp()
     log_mix = torch.logaddexp(teacher_logp + math.log(alpha), student_logp + math.log1p(-alpha))
     return _masked_mean(-_xlogy(p, log_mix).sum(-1), mask)
@@ -77,6 +89,7 @@ def skew_reverse_kl(student_logp: torch.Tensor, teacher_logp: torch.Tensor, mask
     """DistiLLM's skew reverse KL: Σ q·(log q − log((1−α)·p + α·q)), mean over masked positions."""
     _check(student_logp, teacher_logp, mask)
     _alpha(alpha)
+    student_logp, teacher_logp = _finite(student_logp), _finite(teacher_logp)
     q = student_logp.exp()
     log_mix = torch.logaddexp(teacher_logp + math.log1p(-alpha), student_logp + math.log(alpha))
     return _masked_mean((_xlogy(q, student_logp) - _xlogy(q, log_mix)).sum(-1), mask)
@@ -135,8 +148,10 @@ def token_importance(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     if hidden.ndim != 3 or mask.shape != hidden.shape[:2]:
         raise ValueError(f"hidden must be [B, T, d] and mask [B, T], got {tuple(hidden.shape)} and {tuple(mask.shape)}")
     with torch.no_grad():
-        h = hidden.detach().float()
         m = mask.bool()
+        h = hidden.detach().float().masked_fill(~m[..., None], 0.0)
+        if not torch.isfinite(h).all():
+            raise ValueError("hidden has non-finite values on tokens of the mask")
         n = m.sum(-1)  # [B]
         mf = m.float()[..., None]
         count = (n.float() * h.shape[-1]).clamp_min(1)
@@ -148,8 +163,8 @@ def token_importance(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         eye = torch.eye(h.shape[1], dtype=torch.bool, device=h.device)
         blocked = eye[None] | ~m[:, None, :]
         s = s.masked_fill(blocked, -math.inf)
-        alpha = torch.softmax(s, dim=-1)
-        alpha = torch.nan_to_num(alpha, nan=0.0)  # rows with nothing to attend to (one-token sequences)
+        live = (~blocked).any(-1, keepdim=True)  # rows with something to attend to (not one-token sequences)
+        alpha = torch.where(live, torch.softmax(s.masked_fill(~live, 0.0), dim=-1), torch.zeros_like(s))
         alpha = alpha * m[:, :, None]  # padding rows do not vote
         w = alpha.sum(1) / n.clamp_min(1)[:, None].float()
         one = (n == 1)
@@ -190,6 +205,9 @@ def pool_spans(hidden: torch.Tensor, weights: torch.Tensor,
     if hidden.ndim != 3 or weights.shape != hidden.shape[:2]:
         raise ValueError(f"hidden must be [B, T, d] and weights [B, T], got {tuple(hidden.shape)}, {tuple(weights.shape)}")
     if isinstance(spans, torch.Tensor):
+        if spans.ndim != 3 or spans.shape[0] != hidden.shape[0] or spans.shape[2] != hidden.shape[1]:
+            raise ValueError(f"a membership matrix must be [B, K, T] = [{hidden.shape[0]}, K, {hidden.shape[1]}], "
+                             f"got {tuple(spans.shape)}")
         member = spans.to(hidden.dtype)
     else:
         if len(spans) != hidden.shape[0]:
@@ -259,8 +277,7 @@ def key_layers(n_student: int) -> dict[str, list[int]]:
     """The student's key layers (``hidden_states`` indices, 1 = after the first block), the paper's
     GPT-2 setting scaled by depth: words at half depth, phrases at three quarters and at the top
     (12 layers: word 6, phrase 9 and 12)."""
-    if not isinstance(n_student, int) or n_student < 1:
-        raise ValueError(f"n_student must be a positive int, got {n_student!r}")
+    n_student = checks.integer("n_student", n_student, 1)
     at = [max(1, math.floor(n_student * f + 0.5)) for f in (0.5, 0.75, 1.0)]
     word = [at[0]]
     phrase = sorted({x for x in at[1:] if x != at[0]}) or [n_student]
@@ -269,9 +286,9 @@ def key_layers(n_student: int) -> dict[str, list[int]]:
 
 def teacher_layer(l_student: int, n_student: int, n_teacher: int) -> int:
     """The paper's map from student layer l_S to teacher layer ⌊l_S · N_T / N_S⌋."""
-    for name, v in (("l_student", l_student), ("n_student", n_student), ("n_teacher", n_teacher)):
-        if not isinstance(v, int) or v < 0:
-            raise ValueError(f"{name} must be a non-negative int, got {v!r}")
-    if n_student < 1 or not 0 <= l_student <= n_student:
+    n_student = checks.integer("n_student", n_student, 1)
+    n_teacher = checks.integer("n_teacher", n_teacher, 1)
+    l_student = checks.integer("l_student", l_student, 0)
+    if not l_student <= n_student:
         raise ValueError(f"l_student must be in [0, n_student={n_student}], got {l_student}")
     return (l_student * n_teacher) // n_student

@@ -64,17 +64,20 @@ SPEC = ParamSpec(
         Param("lambda_hid", float, "weight of the Hid loss (paper, GPT-2: 0.2)", min=0.0),
         Param("samples", int, "sampled responses per held-out prompt (T = 1, top-p 1) for ROUGE-L", min=1),
         Param("max_new_tokens", int, "longest sampled response (tokens)", min=1),
+        Param("eval_batch", int, "sequences per generation batch in the evaluation", min=1),
         Param("timing_rounds", int, "interleaved rounds of the per-step overhead measurement", min=1),
         Param("n_resamples", int, "bootstrap resamples of every interval", min=99),
         Param("seed", int, "seed of the pairs, the recovery training and the sampling", min=0),
+        Param("device", str, "torch device of the teacher cache, the distillation and the evaluation (the "
+              "recovery training of a student made here runs on the CPU)", choices=("cpu", "cuda")),
     ),
     profiles={
         "book": dict(teacher="smollm2", student="", student_layers=6, recovery_steps=150, recovery_batch=8,
                      recovery_lr=1e-3, block_size=128, train_pairs=512, eval_pairs=96, gym_share=0.25,
                      prompt_words=32, response_words=24, max_len=128, top_k=64, base_losses=["sfkl"],
                      ablation_base="sfkl", seeds=[0, 1, 2], ablation_seeds=2, steps=48, batch_size=8, lr=3e-4,
-                     lambda_dsa=2.0, lambda_hid=0.2, samples=2, max_new_tokens=48, timing_rounds=6,
-                     n_resamples=1999, seed=0),
+                     lambda_dsa=2.0, lambda_hid=0.2, samples=2, max_new_tokens=40, eval_batch=96, timing_rounds=6,
+                     n_resamples=1999, seed=0, device="cpu"),
         "smoke": dict(teacher="tiny", student_layers=2, recovery_steps=3, recovery_batch=2, block_size=32,
                       train_pairs=12, eval_pairs=4, max_len=96, top_k=8, seeds=[0, 1], ablation_seeds=1, steps=2,
                       batch_size=2, samples=1, max_new_tokens=6, timing_rounds=1, n_resamples=199),
@@ -156,6 +159,8 @@ def load_models(params: dict, progress: bool = True) -> dict:
         if tok is None:
             raise ValueError(f"teacher folder {params['teacher']} has no tokenizer")
         teacher_id = f"local: {params['teacher']}"
+    if getattr(tok, "chat_template", None) is None:
+        raise ValueError(f"the teacher's tokenizer ({teacher_id}) has no chat template: the pairs are chat-formatted")
     for p in teacher.parameters():
         p.requires_grad_(False)
     out = {"teacher": teacher, "tokenizer": tok, "teacher_id": teacher_id, "recovery": None}
@@ -170,6 +175,11 @@ def load_models(params: dict, progress: bool = True) -> dict:
         out["student"] = rec["model"]
         out["student_id"] = f"recovered {rec['folder']}"
         out["recovery"] = {k: v for k, v in rec.items() if k != "model"}
+    if params.get("device", "cpu") != "cpu":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device={params['device']!r} but torch sees no CUDA device")
+        teacher.to(params["device"])
+        out["student"].to(params["device"])
     out["student"].eval()
     return out
 
@@ -202,13 +212,16 @@ def trl_difference(teacher, student, batch: dict) -> float:
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from trl.experimental.gkd import GKDTrainer
 
+    dev = next(student.parameters()).device
+    batch = {k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
     with torch.no_grad():
         attn = batch["attn"].long()
         s = student(input_ids=batch["ids"], attention_mask=attn).logits.float()
         t = teacher(input_ids=batch["ids"], attention_mask=attn).logits.float()
         pos = D.predict_mask(batch["labels"]) & batch["attn"]
         labels = torch.where(pos, torch.zeros_like(batch["ids"]), torch.full_like(batch["ids"], -100))
-        ours = L.forward_kl(torch.log_softmax(s, -1), torch.log_softmax(t, -1), pos)
+        ours = L.forward_kl(torch.log_softmax(s, -1), torch.log_softmax(t, -1), pos).cpu()
+        s, t, labels = s.cpu(), t.cpu(), labels.cpu()
         theirs = GKDTrainer.generalized_jsd_loss(s, t, labels=labels, beta=0.0)
     return float((ours.double() - theirs.double()).abs())
 
@@ -219,8 +232,14 @@ def run(params: dict, progress: bool = True) -> dict:
     teacher, tok, student = m["teacher"], m["tokenizer"], m["student"]
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     pairs = D.examples(params)
-    train_items = D.encode(tok, pairs["train"], max_len=params["max_len"])
-    held_items = D.encode(tok, pairs["heldout"], max_len=params["max_len"], with_units=False)
+    drawn = {k: len(v) for k, v in pairs.items()}
+    train_items = D.encode(tok, pairs["train"], max_len=params["max_len"], skip_unlabelled=True)
+    held_items = D.encode(tok, pairs["heldout"], max_len=params["max_len"], with_units=False, skip_unlabelled=True)
+    # a prompt of max_len tokens or more leaves no response token: such pairs are left out
+    pairs = {"train": [e.pair for e in train_items], "heldout": [e.pair for e in held_items]}
+    if len(train_items) < params["batch_size"] or len(held_items) < 2:
+        raise ValueError(f"max_len={params['max_len']} leaves too few pairs with a response token "
+                         f"({len(train_items)} training, {len(held_items)} held-out)")
     n_s, n_t = student.config.num_hidden_layers, teacher.config.num_hidden_layers
     key = L.key_layers(n_s)
     s_layers = key["word"] + [x for x in key["phrase"] if x not in key["word"]]
@@ -228,7 +247,8 @@ def run(params: dict, progress: bool = True) -> dict:
     cache = D.teacher_cache(teacher, train_items, t_layers, top_k=params["top_k"], pad_id=pad, progress=progress)
     setup = Dl.Setup(student, m["student_id"], train_items, cache, key, pad)
 
-    ev = dict(samples=params["samples"], max_new_tokens=params["max_new_tokens"], seed=params["seed"] + 77, pad_id=pad)
+    ev = dict(samples=params["samples"], max_new_tokens=params["max_new_tokens"], seed=params["seed"] + 77, pad_id=pad,
+              batch_size=params["eval_batch"], progress=progress)
     evals = {"teacher": Dl.evaluate(teacher, tok, pairs["heldout"], held_items, cache_key={"who": "teacher"}, **ev),
              "start": Dl.evaluate(student, tok, pairs["heldout"], held_items, cache_key={"who": "start"}, **ev)}
     runs, logs = {}, {}
@@ -257,7 +277,7 @@ def run(params: dict, progress: bool = True) -> dict:
             "key_layers": key, "teacher_layers": t_layers, "student_layer_map": (m["recovery"] or {}).get("layers"),
             "n_student": n_s, "n_teacher": n_t, "base_losses": list(params["base_losses"]),
             "ablation_base": ab, "seeds": list(params["seeds"]), "ablation_seeds": list(params["seeds"])[: params["ablation_seeds"]],
-            "n_resamples": params["n_resamples"], "pairs": pairs, "tokenizer": tok, "train_items": train_items, "cache": cache,
+            "n_resamples": params["n_resamples"], "pairs": pairs, "pairs_drawn": drawn, "tokenizer": tok, "train_items": train_items, "cache": cache,
             "params": {k: params[k] for k in ("steps", "batch_size", "lr", "lambda_dsa", "lambda_hid")}}
 
 
