@@ -50,7 +50,7 @@ SPEC = ParamSpec(
         "book": dict(ppl_chars=0, ppl_context=2048, ppl_stride=1024, vocab_size=8192, block_size=256, val_blocks=256,
                      dense_hidden=256, dense_layers=6, dense_intermediate=688, dense_steps=220,
                      moe_hidden=256, moe_layers=6, moe_experts=32, moe_top_k=6, moe_expert_intermediate=128,
-                     moe_steps=250, batch_size=16, lr=2e-3, bf16=True, seed=0, extra_seeds=[]),
+                     moe_steps=250, batch_size=16, lr=2e-3, bf16=True, seed=0, extra_seeds=[1, 2]),
         "smoke": dict(ppl_chars=3000, ppl_context=256, ppl_stride=128, vocab_size=1024, block_size=64, val_blocks=16,
                       dense_hidden=32, dense_layers=2, dense_intermediate=64, dense_steps=20,
                       moe_hidden=32, moe_layers=2, moe_experts=8, moe_top_k=3, moe_expert_intermediate=16,
