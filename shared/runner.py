@@ -64,8 +64,10 @@ def _env(**values: str):
 
 def run(paper_id: str, profile: str = "book", overrides: dict[str, Any] | None = None, *,
         out_dir: str | os.PathLike | None = None, root: str | os.PathLike | None = None,
-        progress: bool = True, kernel_name: str | None = None, key: str = "") -> RunResult:
-    """Execute one paper's notebook; see the module docstring. ``key`` is stored with the run."""
+        progress: bool = True, kernel_name: str | None = None, key: str | None = None) -> RunResult:
+    """Execute one paper's notebook; see the module docstring. ``key`` (default: the notebook's
+    cache key for these parameters, :func:`acl26.execution.notebook_key`) is stored with the run,
+    so that ``acl26 book`` takes an ``acl26 run`` of the same inputs from the cache."""
     paper = registry.get(paper_id)
     paper_id = paper.id
     params = resolve(paper_id, profile, overrides)
@@ -75,6 +77,10 @@ def run(paper_id: str, profile: str = "book", overrides: dict[str, Any] | None =
     source = root / paper.notebook
     if not source.is_file():
         raise RunError(f"{paper_id}: notebook {source} is missing")
+    if key is None:
+        from acl26 import execution
+
+        key = execution.notebook_key(paper, params, root)
     out = Path(out_dir) if out_dir is not None else root / paths.BOOK_EXECUTED
     out.mkdir(parents=True, exist_ok=True)
 

@@ -78,6 +78,17 @@ def test_run_all_executes_once_then_takes_the_cache_until_an_input_changes(fake_
     assert runner.run_all(["fake"], "smoke", out_dir=out, root=fake_repo, progress=False)[0].status == "executed"
 
 
+def test_a_single_run_is_taken_from_the_cache_by_run_all_only_for_the_same_parameters(fake_repo, tmp_path):
+    out = tmp_path / "out"
+    # what `acl26 run fake --profile smoke -p value=...` does: an override that differs from the profile
+    other = runner.run("fake", "smoke", {"value": 7}, root=fake_repo, out_dir=out, progress=False)
+    assert runner.run_all(["fake"], "smoke", out_dir=out, root=fake_repo, progress=False)[0].status == "executed"
+    same = runner.run("fake", "smoke", root=fake_repo, out_dir=out, progress=False)
+    assert same.key and same.key != other.key
+    again = runner.run_all(["fake"], "smoke", out_dir=out, root=fake_repo, progress=False)[0]
+    assert again.status == "cached" and again.key == same.key
+
+
 def test_run_all_runs_support_pages_first(monkeypatch, fake_repo, tmp_path):
     seen = []
     monkeypatch.setattr(runner, "run", lambda pid, *a, **k: seen.append(pid) or runner.RunResult(
