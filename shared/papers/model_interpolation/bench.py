@@ -19,16 +19,18 @@ from pathlib import Path
 from acl26 import stats
 
 _CHILD = r"""
-import json, resource, sys, time
+import json, sys, time
 from pathlib import Path
 import torch
 from safetensors.torch import load_file
 from acl26.papers.model_interpolation import merge as M
 
-def rss():
+def status(field):
     for line in open("/proc/self/status"):
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) * 1024
+def rss():
+    return status("VmRSS")
 mode, a, b, out, lam = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5])
 size = sum(t.numel() * t.element_size() for t in load_file(next(Path(a).glob("*.safetensors"))).values()) \
     if len(list(Path(a).glob("*.safetensors"))) == 1 else None
@@ -54,7 +56,9 @@ else:
     t1 = time.perf_counter()
     M.interpolate_files(a, b, out, lam, shard_bytes=max(1, size // 4))
     t2 = time.perf_counter()
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+# VmHWM, this process's own high-water mark: getrusage's ru_maxrss is kept across exec, so a child of a
+# large parent (acl26 book, after the other chapters) would report the parent's peak instead of its own
+peak = status("VmHWM")
 print(json.dumps({"merge_s": t2 - t1, "total_s": t2 - t0, "peak_over_before": peak - before, "model_bytes": size}))
 """
 
