@@ -49,7 +49,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+
+from acl26 import checks
+from acl26.kernels._jit import njit
 
 START, END, ID, PIECE = 0, 1, 2, 3
 RULES = {"paper": 0, "piece": 1}
@@ -78,8 +80,8 @@ def find_cut(left: np.ndarray, right: np.ndarray, *, center: int, min_run: int =
     """
     if rule not in RULES:
         raise ValueError(f"rule must be one of {sorted(RULES)}, got {rule!r}")
-    if int(min_run) < 1:
-        raise ValueError(f"min_run must be >= 1, got {min_run}")
+    center = checks.integer("center", center)
+    min_run = checks.integer("min_run", min_run, 1)  # 2.9 is refused, never cut to 2
     need = 3 if rule == "paper" else 4
     arrays = []
     for name, arr in (("left", left), ("right", right)):

@@ -1,44 +1,96 @@
-"""One argument checker for the whole package: integers and floats, with bounds, failing fast.
+"""One argument checker for the whole package: integers, floats and probabilities, with bounds, failing fast.
 
-Every public function that takes a count, a size or a rate validates it here, so a bad value
-raises a ``ValueError`` whose message names the argument, the bound and the value.
+Every public function that takes a count, a size, a rate or a seed validates it here, and so does
+every notebook parameter (:mod:`acl26.params`), so a bad value raises a ``ValueError`` whose
+message names the argument, the bound and the value. The rules, the same everywhere:
+
+* **no silent truncation**: an integer argument takes an int or a numpy integer of any width; a
+  float is refused (``4.5`` is never cut to 4, and ``4.0`` is refused too, so the rule is simple);
+* **bool is not a number**: ``True`` is refused where a number is due (Python and numpy bools);
+* **numpy scalars of any width are accepted** (``np.int8`` … ``np.uint64``, ``np.float16`` …
+  ``np.float64``), and so are 0-d arrays holding one;
+* **finite unless allowed**: a float argument refuses NaN and ±inf unless ``allow_nonfinite``.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 import numpy as np
 
+#: seeds: what numpy's legacy ``RandomState`` and ``torch.manual_seed`` both take
+SEED_MAX = 2**32 - 1
+
+
+def _unwrap(value: Any) -> Any:
+    """A 0-d numpy array as its scalar; anything else as it is."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        return value[()]
+    return value
+
+
+def is_bool(value: Any) -> bool:
+    return isinstance(_unwrap(value), (bool, np.bool_))
+
+
+def is_number(value: Any) -> bool:
+    """Whether ``value`` is a real number (int, float, numpy scalar of any width), bool excluded."""
+    value = _unwrap(value)
+    return not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.integer, np.floating))
+
 
 def integer(name: str, value: Any, lo: int | None = None, hi: int | None = None) -> int:
-    """``value`` as an ``int`` (numpy integers accepted, bool refused), within ``[lo, hi]``."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer{_bounds(lo, hi)}, got {value!r}")
-    value = int(value)
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
-        raise ValueError(f"{name} must be an integer{_bounds(lo, hi)}, got {value!r}")
-    return value
+    """``value`` as an ``int`` within ``[lo, hi]``: an int or a numpy integer (no float, no bool)."""
+    v = _unwrap(value)
+    what = f"{name} must be an integer{_bounds(lo, hi)}, got {value!r}"
+    if not is_number(v) or isinstance(v, (float, np.floating)):
+        raise ValueError(what)  # 2.9 is never cut to 2
+    v = operator.index(v)
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        raise ValueError(what)
+    return int(v)
 
 
 def number(name: str, value: Any, lo: float | None = None, hi: float | None = None, *,
-           lo_open: bool = False, hi_open: bool = False) -> float:
-    """``value`` as a finite ``float`` (ints accepted, bool refused), within the given bounds.
+           lo_open: bool = False, hi_open: bool = False, allow_nonfinite: bool = False) -> float:
+    """``value`` as a ``float`` (ints and numpy scalars accepted, bool refused), within the given bounds.
 
-    ``lo_open`` / ``hi_open`` make a bound strict (``value > lo`` rather than ``>=``).
+    ``lo_open`` / ``hi_open`` make a bound strict (``value > lo`` rather than ``>=``). NaN and ±inf
+    are refused unless ``allow_nonfinite`` (then NaN passes, and ±inf passes the bounds it lies within).
     """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} must be a number{_bounds(lo, hi, lo_open, hi_open)}, got {value!r}")
-    value = float(value)
-    bad = not math.isfinite(value)
+    v = _unwrap(value)
+    bounds = _bounds(lo, hi, lo_open, hi_open)
+    if not is_number(v):
+        raise ValueError(f"{name} must be a number{bounds}, got {value!r}")
+    try:
+        f = float(v)
+    except OverflowError:  # an int too large for a float
+        raise ValueError(f"{name} must be a finite number{bounds}, got {value!r}") from None
+    if math.isnan(f):
+        if allow_nonfinite:
+            return f
+        raise ValueError(f"{name} must be a finite number{bounds}, got {value!r}")
+    bad = not allow_nonfinite and not math.isfinite(f)
     if lo is not None:
-        bad |= value <= lo if lo_open else value < lo
+        bad |= f <= lo if lo_open else f < lo
     if hi is not None:
-        bad |= value >= hi if hi_open else value > hi
+        bad |= f >= hi if hi_open else f > hi
     if bad:
-        raise ValueError(f"{name} must be a finite number{_bounds(lo, hi, lo_open, hi_open)}, got {value!r}")
-    return value
+        kind = "a number" if allow_nonfinite else "a finite number"
+        raise ValueError(f"{name} must be {kind}{bounds}, got {value!r}")
+    return f
+
+
+def probability(name: str, value: Any, *, lo_open: bool = False, hi_open: bool = False) -> float:
+    """``value`` as a ``float`` in ``[0, 1]`` (``lo_open`` / ``hi_open``: exclude 0 / 1)."""
+    return number(name, value, 0.0, 1.0, lo_open=lo_open, hi_open=hi_open)
+
+
+def seed(name: str, value: Any) -> int:
+    """A random seed: an integer in ``[0, 2**32 - 1]`` (numpy's ``RandomState`` and torch both take it)."""
+    return integer(name, value, 0, SEED_MAX)
 
 
 def _bounds(lo, hi, lo_open: bool = False, hi_open: bool = False) -> str:

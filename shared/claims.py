@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from acl26 import io, machine, paths
+from acl26 import checks, io, machine, paths
 
 HOLDS, FAILS, INCONCLUSIVE, UNTESTED = "yes", "no", "inconclusive", "not tested"
 VERDICTS = (HOLDS, FAILS, INCONCLUSIVE, UNTESTED)
@@ -63,14 +63,17 @@ class Test:
 
 
 def at_least(x: float, unit: str = "") -> Test:
+    x = checks.number("x", x)
     return Test(f"ours ≥ {x:g}{unit}", lambda v: v >= x)
 
 
 def at_most(x: float, unit: str = "") -> Test:
+    x = checks.number("x", x)
     return Test(f"ours ≤ {x:g}{unit}", lambda v: v <= x)
 
 
 def within(x: float, rel: float) -> Test:
+    x, rel = checks.number("x", x), checks.number("rel", rel, 0.0)
     return Test(f"within {rel:.0%} of {x:g}", lambda v: abs(v - x) <= rel * abs(x))
 
 

@@ -68,9 +68,9 @@ class Perplexity:
 def sliding_windows(n: int, context_length: int, stride: int) -> list[tuple[int, int, int]]:
     """The windows of :func:`perplexity`: ``(begin, end, first_target)`` with tokens
     ``first_target .. end-1`` scored from the context ``begin .. t-1``."""
-    for name, v in (("n", n), ("context_length", context_length), ("stride", stride)):
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise ValueError(f"{name} must be an int, got {v!r}")
+    n = checks.integer("n", n)
+    context_length = checks.integer("context_length", context_length)
+    stride = checks.integer("stride", stride)
     if n < 2:
         raise ValueError(f"ids must hold at least 2 tokens, got {n}")
     if context_length < 2:
@@ -196,14 +196,10 @@ def generation_config(*, max_new_tokens: int, temperature: float = 0.0, top_p: f
     """
     from transformers import GenerationConfig
 
-    checks.integer("max_new_tokens", max_new_tokens, 1)
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not math.isfinite(temperature) \
-            or temperature < 0:
-        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
-    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1):
-        raise ValueError(f"top_p must be in (0, 1] or None, got {top_p!r}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-        raise ValueError(f"top_k must be an int >= 1 or None, got {top_k!r}")
+    max_new_tokens = checks.integer("max_new_tokens", max_new_tokens, 1)
+    temperature = checks.number("temperature", temperature, 0.0)
+    top_p = None if top_p is None else checks.probability("top_p", top_p, lo_open=True)
+    top_k = None if top_k is None else checks.integer("top_k", top_k, 1)
     common = dict(max_new_tokens=max_new_tokens, min_new_tokens=0, num_beams=1, num_return_sequences=1,
                   repetition_penalty=1.0, no_repeat_ngram_size=0, use_cache=True,
                   pad_token_id=pad_token_id, eos_token_id=eos_token_id)
@@ -308,10 +304,14 @@ def generate(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int, t
 
 def _eos_ids(model, tokenizer, eos_token_id: int | list[int] | None) -> list[int]:
     if eos_token_id is not None:
-        ids = [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id)
-        if not ids or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
+        one = checks.is_number(eos_token_id) or checks.is_bool(eos_token_id) or isinstance(eos_token_id, (str, bytes))
+        try:
+            ids = [eos_token_id] if one else list(eos_token_id)
+        except TypeError:
+            ids = []
+        if not ids:
             raise ValueError(f"eos_token_id must be a token id or a non-empty list of ids, got {eos_token_id!r}")
-        return ids
+        return [checks.integer("eos_token_id", i, 0) for i in ids]
     ids: list[int] = []
     for cand in (tokenizer.eos_token_id, getattr(getattr(model, "generation_config", None), "eos_token_id", None)):
         for i in ([cand] if isinstance(cand, int) else list(cand or [])):
@@ -331,15 +331,9 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
     ``1 - C(n-c, k) / C(n, k)``, computed as ``1 - prod_{i=n-c+1}^{n} (1 - k/i)``.
     """
-    for name, v in (("n", n), ("c", c), ("k", k)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise ValueError(f"{name} must be an int, got {v!r}")
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    if not 0 <= c <= n:
-        raise ValueError(f"c must be in [0, n={n}], got {c}")
-    if not 1 <= k <= n:
-        raise ValueError(f"k must be in [1, n={n}], got {k}")
+    n = checks.integer("n", n, 1)
+    c = checks.integer("c", c, 0, n)
+    k = checks.integer("k", k, 1, n)
     if n - c < k:
         return 1.0
     return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1, dtype=np.float64)))
@@ -355,17 +349,23 @@ def _correct_matrix(correct: Sequence[Sequence[bool]] | np.ndarray) -> list[list
 def mean_at_k(correct: Sequence[Sequence[bool]] | np.ndarray, k: int | None = None) -> float:
     """Mean@k: accuracy averaged over the first ``k`` samples of every problem, then over problems."""
     rows = _correct_matrix(correct)
-    k = min(len(r) for r in rows) if k is None else k
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1 or any(len(r) < k for r in rows):
-        raise ValueError(f"k must be an int in [1, fewest samples per problem], got {k!r}")
+    fewest = min(len(r) for r in rows)
+    k = _k(fewest if k is None else k, fewest)
     return float(np.mean([sum(r[:k]) / k for r in rows]))
+
+
+def _k(k: Any, fewest: int) -> int:
+    """``k`` as an int in [1, fewest samples per problem]."""
+    try:
+        return checks.integer("k", k, 1, fewest)
+    except ValueError:
+        raise ValueError(f"k must be an integer in [1, fewest samples per problem = {fewest}], got {k!r}") from None
 
 
 def pass_at_k_mean(correct: Sequence[Sequence[bool]] | np.ndarray, k: int) -> float:
     """Pass@k averaged over problems, each from all of its samples (``n_i >= k``)."""
     rows = _correct_matrix(correct)
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1 or any(len(r) < k for r in rows):
-        raise ValueError(f"k must be an int in [1, fewest samples per problem], got {k!r}")
+    k = _k(k, min(len(r) for r in rows))
     return float(np.mean([pass_at_k(len(r), sum(r), k) for r in rows]))
 
 
@@ -388,9 +388,8 @@ def vote_at_k(answers: Sequence[Sequence[str | None]], golds: Sequence[str], k: 
     if len(answers) != len(golds) or not golds:
         raise ValueError(f"answers and golds must be non-empty and of equal length, "
                          f"got {len(answers)} and {len(golds)}")
-    k = min(len(a) for a in answers) if k is None else k
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1 or any(len(a) < k for a in answers):
-        raise ValueError(f"k must be an int in [1, fewest samples per problem], got {k!r}")
+    fewest = min(len(a) for a in answers)
+    k = _k(fewest if k is None else k, fewest)
     hits = [majority_vote(list(a)[:k]) == problems.normalize_answer(g) for a, g in zip(answers, golds)]
     return float(np.mean(hits))
 

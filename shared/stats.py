@@ -77,6 +77,7 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], statistic: str | Ca
     if not (np.isfinite(a).all() and np.isfinite(b).all()):
         raise ValueError("a and b must be finite")
     checks.integer("n_resamples", n_resamples, 99)
+    seed = checks.seed("seed", seed)
     stat = _statistic(statistic)
     est = float(stat(a, b))
     if np.array_equal(a, b) or (np.ptp(a) == 0 and np.ptp(b) == 0):  # no spread: the interval is the point

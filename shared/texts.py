@@ -17,7 +17,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from acl26 import assets
+from acl26 import assets, checks
 
 
 @dataclass(frozen=True)
@@ -145,9 +145,8 @@ def _segment(rng: random.Random) -> str:
 
 def hard_text(n_chars: int = 200_000, seed: int = 0) -> str:
     """A deterministic text of exactly ``n_chars`` characters built from hard segments."""
-    if n_chars < 0:
-        raise ValueError(f"n_chars must be >= 0, got {n_chars}")
-    rng = random.Random(seed)
+    n_chars = checks.integer("n_chars", n_chars, 0)
+    rng = random.Random(checks.seed("seed", seed))
     parts, size = [], 0
     while size < n_chars:
         seg = _segment(rng) + rng.choice(["", " ", "\n", "  "])
@@ -169,6 +168,7 @@ HOSTILE_PIECES = (
 
 def hostile_text(rng: random.Random, max_pieces: int = 120) -> str:
     """A short random string of :data:`HOSTILE_PIECES` (the adversarial setting of the LoPT study)."""
+    max_pieces = checks.integer("max_pieces", max_pieces, 0)
     return "".join(rng.choice(HOSTILE_PIECES) for _ in range(rng.randint(0, max_pieces)))
 
 

@@ -34,6 +34,9 @@ def spread(xs) -> dict[str, float]:
 
 def rotations(names, rounds: int) -> list[list]:
     """The order of each round: ``names`` rotated left by the round number."""
+    from acl26 import checks
+
+    rounds = checks.integer("rounds", rounds, 0)
     names = list(names)
     n = len(names)
     return [names[r % n:] + names[:r % n] if n else [] for r in range(rounds)]
@@ -47,8 +50,11 @@ def interleaved(cands: Mapping[str, Callable[[], object]], rounds: int, calls: i
     times timed back to back: thread pools that fell asleep while the others ran are running
     again, as they are in a loop where one call follows another.
     """
-    if rounds < 1 or calls < 1:
-        raise ValueError(f"rounds and calls must be >= 1, got {rounds} and {calls}")
+    from acl26 import checks
+
+    rounds = checks.integer("rounds", rounds, 1)
+    calls = checks.integer("calls", calls, 1)
+    warm_s = checks.number("warm_s", warm_s, 0.0)  # inf would warm up forever
     times: dict[str, list[float]] = {k: [] for k in cands}
     for order in rotations(cands, rounds):
         for k in order:

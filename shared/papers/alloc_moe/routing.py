@@ -35,7 +35,6 @@ routing entropy.
 from __future__ import annotations
 
 import contextlib
-import numbers
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -179,11 +178,13 @@ class Policy:
                 raise ValueError(f"a {self.kind!r} policy needs ks (one k per MoE layer)")
             object.__setattr__(self, "ks", tuple(checks.integer("ks[i]", k, 1) for k in self.ks))
         if self.kind == "topp":
-            if self.p is None or not (isinstance(self.p, numbers.Real) and 0 < float(self.p) <= 1):
-                raise ValueError(f"p must be in (0, 1], got {self.p!r}")
+            if self.p is None:
+                raise ValueError("p must be in (0, 1], got None")
+            checks.probability("p", self.p, lo_open=True)
         if self.kind == "skip":
-            if self.beta is None or not (isinstance(self.beta, numbers.Real) and 0 <= float(self.beta) <= 1):
-                raise ValueError(f"beta must be in [0, 1], got {self.beta!r}")
+            if self.beta is None:
+                raise ValueError("beta must be in [0, 1], got None")
+            checks.probability("beta", self.beta)
         if self.kind == "alloc_t":
             checks.integer("k_base", self.k_base, 0)
             if self.k_base > min(self.ks):

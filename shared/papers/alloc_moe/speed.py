@@ -59,7 +59,7 @@ def random_layer(hidden: int, experts: int, width: int, shared: int, top_k: int,
     checks.integer("width", width, 1)
     checks.integer("shared", shared, 0)
     checks.integer("top_k", top_k, 1, experts)
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(checks.seed("seed", seed))
 
     def rnd(*shape, fan_in):
         return (torch.randn(*shape, generator=g, dtype=torch.float32) / math.sqrt(fan_in)).to(dtype)
@@ -283,7 +283,7 @@ def stretch(ks: Sequence[int], layers: int, budget: int, k_max: int) -> list[int
     checks.integer("layers", layers, 1)
     checks.integer("k_max", k_max, 1)
     checks.integer("budget", budget, layers, layers * k_max)
-    src = list(ks)
+    src = [checks.integer(f"ks[{i}]", k, 1) for i, k in enumerate(ks)]  # 2.5 is refused, never cut to 2
     if not src:
         raise ValueError("ks must not be empty")
     out = [int(min(k_max, max(1, src[min(len(src) - 1, int(i * len(src) / layers))]))) for i in range(layers)]

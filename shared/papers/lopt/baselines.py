@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from acl26 import checks
 from acl26.kernels import tokmerge
 from acl26.papers.lopt.method import (DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS, _piece_mode, _prepare, _run_jobs,
-                                      chunk_spans, default_workers)
+                                      chunk_spans, default_workers, validate_settings)
 
 def _encode_texts(bk, texts: list[str]) -> list[list[int]]:
     return [e.ids for e in bk.encode_batch(texts, add_special_tokens=False)]
@@ -20,6 +21,7 @@ def _encode_texts(bk, texts: list[str]) -> list[list[int]]:
 
 def encode_naive(tokenizer, text: str, *, chunk_chars: int = DEFAULT_CHUNK_CHARS) -> list[int]:
     """Split at every ``chunk_chars`` characters with no overlap; concatenate the chunk encodings."""
+    chunk_chars = checks.integer("chunk_chars", chunk_chars, 1)
     bk, _ = _prepare(tokenizer)
     cuts = list(range(0, len(text), chunk_chars)) + [len(text)]
     ids: list[int] = []
@@ -35,8 +37,9 @@ def encode_overlap_ids(tokenizer, text: str, *, chunk_chars: int = DEFAULT_CHUNK
     It uses the same chunks and the same overlap windows as :func:`encode` (so it is given the
     right tokens to compare), but matches ids only: positions are erased before calling the same
     kernel, which then finds the longest common run of ids and cuts at its end. Without an id run
-    it cuts both chunks at the nominal boundary.
+    it cuts both chunks at the nominal boundary. The settings are checked as :func:`encode` checks them.
     """
+    validate_settings(chunk_chars, overlap_chars, min_run)
     bk, _ = _prepare(tokenizer)
     n = len(text)
     if n < 2 * chunk_chars:
@@ -80,6 +83,7 @@ def encode_delimiter(tokenizer, text: str, *, chunk_chars: int = DEFAULT_CHUNK_C
     a sentence end, a space -- in that order of preference, within half a chunk), the delimiter
     starting the next chunk; encode the pieces independently and concatenate (the vLLM approach).
     """
+    chunk_chars = checks.integer("chunk_chars", chunk_chars, 1)
     bk, _ = _prepare(tokenizer)
     n = len(text)
     cuts = [0]

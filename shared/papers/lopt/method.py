@@ -453,6 +453,9 @@ def chunk_spans(n: int, chunk_chars: int, overlap_chars: int) -> tuple[list[int]
     ``2h`` characters centred on their boundary. The last chunk absorbs the remainder (it has
     between ``chunk_chars`` and ``2 * chunk_chars - 1`` characters).
     """
+    n = checks.integer("n", n, 0)
+    chunk_chars = checks.integer("chunk_chars", chunk_chars, 1)
+    overlap_chars = checks.integer("overlap_chars", overlap_chars, 0)
     k = max(1, n // chunk_chars)
     bounds = [i * chunk_chars for i in range(k)] + [n]
     return bounds, overlap_chars // 2
@@ -460,22 +463,18 @@ def chunk_spans(n: int, chunk_chars: int, overlap_chars: int) -> tuple[list[int]
 
 def validate_settings(chunk_chars: int, overlap_chars: int, min_run: int = 2, max_retries: int = 3,
                       rule: str = "piece", workers: int | None = None, executor: str = "threads") -> None:
-    """Raise ``ValueError`` naming the first bad setting."""
-    for name, value in (("chunk_chars", chunk_chars), ("overlap_chars", overlap_chars), ("min_run", min_run),
-                        ("max_retries", max_retries)):
-        checks.integer(name, value)
-    if overlap_chars < 2:
-        raise ValueError(f"overlap_chars must be >= 2, got {overlap_chars}")
+    """Raise ``ValueError`` naming the first bad setting (the counts are integers: a float or a bool is
+    refused, never truncated)."""
+    chunk_chars = checks.integer("chunk_chars", chunk_chars)
+    overlap_chars = checks.integer("overlap_chars", overlap_chars, 2)
     if chunk_chars <= overlap_chars:
         raise ValueError(f"chunk_chars ({chunk_chars}) must exceed overlap_chars ({overlap_chars})")
-    if min_run < 1:
-        raise ValueError(f"min_run must be >= 1, got {min_run}")
-    if max_retries < 0:
-        raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+    checks.integer("min_run", min_run, 1)
+    checks.integer("max_retries", max_retries, 0)
     if rule not in tokmerge.RULES:
         raise ValueError(f"rule must be one of {sorted(tokmerge.RULES)}, got {rule!r}")
-    if workers is not None and (not isinstance(workers, (int, np.integer)) or isinstance(workers, bool) or workers < 1):
-        raise ValueError(f"workers must be a positive integer or None, got {workers!r}")
+    if workers is not None:
+        checks.integer("workers", workers, 1)
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
 

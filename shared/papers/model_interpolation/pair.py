@@ -61,6 +61,7 @@ def training_problems(n: int, seed: int, *, max_terms: int, gsm_share: float) ->
     """``n`` training problems: ``chain_sum`` (2..max_terms terms of 1-2 digits) and a share of ``gsm_symbolic``
     from the training half of the GSM8K templates."""
     checks.integer("n", n, 1)
+    checks.seed("seed", seed)
     checks.integer("max_terms", max_terms, 2)
     checks.number("gsm_share", gsm_share, 0, 1)
     n_gsm = int(round(n * gsm_share))
@@ -77,6 +78,7 @@ def training_problems(n: int, seed: int, *, max_terms: int, gsm_share: float) ->
 def eval_problems(n: int, seed: int, *, max_terms: int, exclude: Sequence[Problem] = ()) -> tuple[Problem, ...]:
     """``n`` held-out ``chain_sum`` problems (2..max_terms terms), none with a question in ``exclude``."""
     checks.integer("n", n, 1)
+    checks.seed("seed", seed)
     seen = {p.question for p in exclude}
     out: list[Problem] = []
     draw = 0
@@ -103,7 +105,7 @@ def encode(tokenizer, items: Sequence[Problem], style: str, *, max_len: int, che
     """
     checks.integer("max_len", max_len, 8)
     checks.number("check_share", check_share, 0, 1)
-    rng = random.Random(seed)
+    rng = random.Random(checks.seed("seed", seed))
     eos = tokenizer.eos_token
     rows, labels, kept = [], [], []
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id

@@ -83,9 +83,14 @@ def rollouts(model, tokenizer, prompts: Sequence[str], *, k: int, max_new_tokens
         raise ValueError("k > 1 at temperature 0 would repeat the same greedy rollout; use k=1")
     if eos_token_id is None:
         eos_token_id = tokenizer.eos_token_id
-    eos = [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id)
-    if not eos or any(not isinstance(e, int) or e < 0 for e in eos):
+    one = checks.is_number(eos_token_id) or checks.is_bool(eos_token_id) or isinstance(eos_token_id, (str, bytes))
+    try:
+        eos = [eos_token_id] if one else list(eos_token_id)
+    except TypeError:
+        eos = []
+    if not eos:
         raise ValueError(f"eos_token_id must be a token id or ids, got {eos_token_id!r}")
+    eos = [checks.integer("eos_token_id", e, 0) for e in eos]  # numpy ids too; a float or bool is refused
     eos_t = torch.tensor(eos)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos[0]
     device = next(model.parameters()).device

@@ -17,6 +17,12 @@ into k + 1 buckets: the teacher's k most likely tokens and "the rest". Both side
 probabilities of the same k + 1 events, so each loss is the loss between two coarser
 distributions (exact when k = V).
 
+**Non-finite input.** A log-probability may be −∞ (a token of probability 0). The teacher's
+log-probabilities (``teacher_logp``, ``topk_logp``: cached data, checked in one reduction each)
+raise a ``ValueError`` naming them when they hold NaN or +∞ at a position that enters; everything
+from the student (log-probabilities, logits, states) and the MTA terms' inputs propagate NaN (or
+±∞), so a diverged student gives a NaN loss, never a finite one. Masked-out positions do not enter.
+
 **MTA** (the paper's §3): :func:`token_importance` from teacher states, :func:`pool_spans` into
 word or phrase units, :func:`dsa_loss` (Dynamic Structural Alignment) on the units' pairwise
 cosine distances and :func:`hid_loss` (Hidden Representation Alignment) on projected states.
@@ -47,8 +53,20 @@ def _masked_mean(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
 
 def _finite(logp: torch.Tensor) -> torch.Tensor:
     """Log-probabilities with −inf (a token of probability 0) replaced by a large finite negative, so
-    that no gradient of the losses below is NaN; the values change by less than exp(−1e30)."""
-    return logp.clamp_min(-1e30) if logp.dtype == torch.float64 else logp.clamp_min(torch.finfo(logp.dtype).min / 4)
+    that no gradient of the losses below is NaN; the values change by less than exp(−1e30). NaN stays
+    NaN and +inf (never a log-probability) becomes NaN, so that either gives a NaN loss."""
+    x = logp.clamp_min(-1e30) if logp.dtype == torch.float64 else logp.clamp_min(torch.finfo(logp.dtype).min / 4)
+    return x.masked_fill(x == math.inf, math.nan)
+
+
+def _check_logp(name: str, logp: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+    """Refuse NaN and +inf in ``logp`` (−inf, probability 0, is fine) where ``mask`` (over the leading
+    dimensions) is True; one reduction."""
+    ok = logp < math.inf  # False for NaN and +inf
+    if mask is not None:
+        ok = ok | ~mask.bool()[..., None]
+    if not bool(ok.all()):
+        raise ValueError(f"{name} holds NaN or +inf")
 
 
 def _check(student_logp: torch.Tensor, teacher_logp: torch.Tensor, mask: torch.Tensor | None) -> None:
@@ -56,16 +74,21 @@ def _check(student_logp: torch.Tensor, teacher_logp: torch.Tensor, mask: torch.T
         raise ValueError(f"student_logp {tuple(student_logp.shape)} and teacher_logp {tuple(teacher_logp.shape)} differ")
     if mask is not None and tuple(mask.shape) != tuple(student_logp.shape[:-1]):
         raise ValueError(f"mask must have shape {tuple(student_logp.shape[:-1])}, got {tuple(mask.shape)}")
+    _check_logp("teacher_logp", teacher_logp, mask)
 
 
 def _xlogy(p: torch.Tensor, logx: torch.Tensor) -> torch.Tensor:
-    """p·log x with 0·log x = 0 for any log x (and finite gradients)."""
-    live = p > 0
+    """p·log x with 0·log x = 0 for any finite log x (and finite gradients); NaN in ``p`` or ``logx``
+    gives NaN (``p > 0`` would hide a NaN ``p``, and ``p == 0`` a NaN ``logx``)."""
+    live = (p != 0) | torch.isnan(logx)
     return torch.where(live, p * torch.where(live, logx, torch.zeros_like(logx)), torch.zeros_like(p))
 
 
 def forward_kl(student_logp: torch.Tensor, teacher_logp: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """KL(p_teacher ‖ q_student) = Σ p (log p − log q), mean over masked positions."""
+    """KL(p_teacher ‖ q_student) = Σ p (log p − log q), mean over masked positions.
+
+    ``teacher_logp`` holding NaN or +inf (at a masked position) raises; NaN or +inf in
+    ``student_logp`` gives NaN."""
     _check(student_logp, teacher_logp, mask)
     student_logp, teacher_logp = _finite(student_logp), _finite(teacher_logp)
     p = teacher_logp.exp()
@@ -75,9 +98,10 @@ def forward_kl(student_logp: torch.Tensor, teacher_logp: torch.Tensor, mask: tor
 
 def skew_forward_kl(student_logp: torch.Tensor, teacher_logp: torch.Tensor, mask: torch.Tensor | None = None,
                     alpha: float = ALPHA) -> torch.Tensor:
-    """DistiLLM's skew forward KL: −Σ p·log(α·p + (1−α)·q), mean over masked positions."""
+    """DistiLLM's skew forward KL: −Σ p·log(α·p + (1−α)·q), mean over masked positions (non-finite
+    input: as :func:`forward_kl`)."""
     _check(student_logp, teacher_logp, mask)
-    _alpha(alpha)
+    alpha = _alpha(alpha)
     student_logp, teacher_logp = _finite(student_logp), _finite(teacher_logp)
     p = teacher_logp.exp()
     log_mix = torch.logaddexp(teacher_logp + math.log(alpha), student_logp + math.log1p(-alpha))
@@ -86,18 +110,18 @@ def skew_forward_kl(student_logp: torch.Tensor, teacher_logp: torch.Tensor, mask
 
 def skew_reverse_kl(student_logp: torch.Tensor, teacher_logp: torch.Tensor, mask: torch.Tensor | None = None,
                     alpha: float = ALPHA) -> torch.Tensor:
-    """DistiLLM's skew reverse KL: Σ q·(log q − log((1−α)·p + α·q)), mean over masked positions."""
+    """DistiLLM's skew reverse KL: Σ q·(log q − log((1−α)·p + α·q)), mean over masked positions (non-finite
+    input: as :func:`forward_kl`)."""
     _check(student_logp, teacher_logp, mask)
-    _alpha(alpha)
+    alpha = _alpha(alpha)
     student_logp, teacher_logp = _finite(student_logp), _finite(teacher_logp)
     q = student_logp.exp()
     log_mix = torch.logaddexp(teacher_logp + math.log1p(-alpha), student_logp + math.log(alpha))
     return _masked_mean((_xlogy(q, student_logp) - _xlogy(q, log_mix)).sum(-1), mask)
 
 
-def _alpha(alpha: float) -> None:
-    if not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
-        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+def _alpha(alpha: float) -> float:
+    return checks.number("alpha", alpha, 0.0, 1.0, lo_open=True, hi_open=True)
 
 
 #: the base losses by name (the notebook's ``base_losses`` parameter)
@@ -111,15 +135,20 @@ def topk_buckets(student_logits: torch.Tensor, topk_idx: torch.Tensor,
 
     ``student_logits`` ``[..., V]``; ``topk_idx`` ``[..., k]`` (long) and ``topk_logp`` ``[..., k]``
     the teacher's top-k token ids and their exact log-probabilities (log-softmax over the full
-    vocabulary). The rest bucket holds 1 − Σ top-k probability on each side.
+    vocabulary). The rest bucket holds 1 − Σ top-k probability on each side. ``topk_logp`` holding
+    NaN or +inf raises (−inf, probability 0, is fine); non-finite ``student_logits`` give NaN.
     """
     if topk_idx.shape != topk_logp.shape or topk_idx.shape[:-1] != student_logits.shape[:-1]:
         raise ValueError(f"topk_idx {tuple(topk_idx.shape)}, topk_logp {tuple(topk_logp.shape)} and "
                          f"student_logits {tuple(student_logits.shape)} do not match")
+    _check_logp("topk_logp", topk_logp)
     s_logp = torch.log_softmax(student_logits.float(), dim=-1)
     s_top = s_logp.gather(-1, topk_idx)
     t_top = topk_logp.float()
-    return (torch.cat([s_top, _log1mexp(torch.logsumexp(s_top, -1, keepdim=True))], -1),
+    s_rest = _log1mexp(torch.logsumexp(s_top, -1, keepdim=True))
+    # a NaN or +inf logit outside the top-k makes its row NaN, not a finite bucket (no host sync)
+    s_rest = s_rest.masked_fill(torch.isnan(s_logp).any(-1, keepdim=True), math.nan)
+    return (torch.cat([s_top, s_rest], -1),
             torch.cat([t_top, _log1mexp(torch.logsumexp(t_top, -1, keepdim=True))], -1))
 
 
@@ -181,11 +210,14 @@ def uniform_importance(mask: torch.Tensor) -> torch.Tensor:
 
 def span_matrix(spans: Sequence[Sequence[tuple[int, int]]], n_units: int, length: int) -> torch.Tensor:
     """``[B, K, T]`` 0/1 membership of token t in span k (``(start, end)``, end exclusive) of sequence b."""
+    n_units = checks.integer("n_units", n_units, 0)
+    length = checks.integer("length", length, 0)
     out = torch.zeros(len(spans), n_units, length)
     for b, seq in enumerate(spans):
         if len(seq) > n_units:
             raise ValueError(f"sequence {b} has {len(seq)} spans, more than n_units={n_units}")
         for k, (s, e) in enumerate(seq):
+            s, e = checks.integer(f"spans[{b}][{k}] start", s), checks.integer(f"spans[{b}][{k}] end", e)
             if not 0 <= s < e <= length:
                 raise ValueError(f"span {(s, e)} of sequence {b} is empty or outside [0, {length})")
             out[b, k, s:e] = 1.0
@@ -200,7 +232,8 @@ def pool_spans(hidden: torch.Tensor, weights: torch.Tensor,
     ranges per sequence (or a ready ``[B, K, T]`` membership matrix). Returns ``units`` ``[B, K, d]``
     and ``unit_weights`` ``[B, K]`` (zero for the padding units of shorter lists; each row sums to 1
     where any unit has weight). A span whose tokens all have weight 0 gets the plain mean of its
-    tokens and unit weight 0.
+    tokens and unit weight 0. NaN or ±inf in ``hidden`` or ``weights`` gives NaN (or ±inf) units or
+    unit weights.
     """
     if hidden.ndim != 3 or weights.shape != hidden.shape[:2]:
         raise ValueError(f"hidden must be [B, T, d] and weights [B, T], got {tuple(hidden.shape)}, {tuple(weights.shape)}")
@@ -217,7 +250,7 @@ def pool_spans(hidden: torch.Tensor, weights: torch.Tensor,
     mw = member * w[:, None, :]  # [B, K, T]
     mass = mw.sum(-1)  # [B, K]
     size = member.sum(-1)
-    fallback = mass <= 0
+    fallback = (mass <= 0) & (mass > -math.inf)  # a span of −inf (or NaN) weight is no weightless span: NaN out
     num = torch.where(fallback[..., None], member, mw)
     den = torch.where(fallback, size, mass).clamp_min(1e-12)
     units = (num @ hidden) / den[..., None]
@@ -236,7 +269,7 @@ def dsa_loss(student_units: torch.Tensor, teacher_units: torch.Tensor, unit_weig
 
     ``[B, K, d_S]``, ``[B, K, d_T]`` (the sizes may differ: only each side's own geometry enters),
     ``unit_weights`` ``[B, K]``. Mean over the batch. The teacher side is detached, so the gradient
-    reaches the student only.
+    reaches the student only. NaN or ±inf in any input gives a NaN (or infinite) loss.
     """
     if student_units.ndim != 3 or teacher_units.shape[:2] != student_units.shape[:2] \
             or unit_weights.shape != student_units.shape[:2]:
@@ -255,6 +288,7 @@ def hid_loss(student_hidden: torch.Tensor, teacher_hidden: torch.Tensor, weights
     """Hidden Representation Alignment: Σ_t w_t (1 − cos(W h^S_t, h^T_t)), mean over the batch.
 
     ``proj`` is the layer's bias-free ``Linear(d_S, d_T)``; ``weights`` ``[B, T]`` (zero on padding).
+    NaN or ±inf in any input gives a NaN (or infinite) loss.
     """
     if student_hidden.shape[:2] != teacher_hidden.shape[:2] or weights.shape != student_hidden.shape[:2]:
         raise ValueError(f"student_hidden {tuple(student_hidden.shape)}, teacher_hidden {tuple(teacher_hidden.shape)} "

@@ -58,6 +58,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from acl26 import checks
 from acl26.kernels import ternary as tn
 
 MB = 2 ** 20  # the paper's "MB" (see the module docstring)
@@ -97,9 +98,7 @@ class Shape:
 
     def __post_init__(self):
         for name in ("hidden", "intermediate", "layers", "heads", "kv_heads", "vocab"):
-            v = getattr(self, name)
-            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+            checks.integer(name, getattr(self, name), 1)
         if self.hidden % self.heads:
             raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
         if self.heads % self.kv_heads:
@@ -109,8 +108,7 @@ class Shape:
         if self.hidden % 4 or self.intermediate % 4:
             raise ValueError(f"hidden and intermediate must be multiples of 4 (Sherry packs groups of 4 inputs), "
                              f"got {self.hidden} and {self.intermediate}")
-        if not self.rope_theta > 0:
-            raise ValueError(f"rope_theta must be positive, got {self.rope_theta!r}")
+        checks.number("rope_theta", self.rope_theta, 0.0, lo_open=True)
 
     @property
     def head_dim(self) -> int:
@@ -213,10 +211,10 @@ def skip_reason(shape: str | Shape, fmt: str, *, max_gb: float = 10.0, available
     """
     s = get_shape(shape, "shape")
     _check_format(fmt, "fmt")
-    if not (isinstance(max_gb, (int, float)) and max_gb > 0):
-        raise ValueError(f"max_gb must be a positive number, got {max_gb!r}")
-    if not 0 < ram_share <= 1:
-        raise ValueError(f"ram_share must be in (0, 1], got {ram_share!r}")
+    checks.number("max_gb", max_gb, 0.0, lo_open=True)
+    checks.probability("ram_share", ram_share, lo_open=True)
+    if available is not None:
+        checks.integer("available", available, 0)
     need = model_bytes(s, fmt)["total"] + 4 * max(a * b for _, (a, b) in s.linears())
     if need > max_gb * 1e9:
         return f"needs {need / 1e9:.1f} GB (weights and embeddings), above the {max_gb:g} GB limit (max_gb)"
@@ -364,8 +362,7 @@ class Model:
 
     # running -----------------------------------------------------------------------------
     def new_cache(self, capacity: int) -> KVCache:
-        if not (isinstance(capacity, (int, np.integer)) and capacity > 0):
-            raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
+        capacity = checks.integer("capacity", capacity, 1)
         s = self.shape
         dims = (s.layers, s.kv_heads, int(capacity), s.head_dim)
         return KVCache(np.zeros(dims, np.float32), np.zeros(dims, np.float32))
@@ -483,7 +480,7 @@ def random_ternary(fmt: str, shape: tuple[int, int], rng: np.random.Generator) -
     """
     if fmt not in PACKED:
         raise ValueError(f"fmt must be one of {PACKED}, got {fmt!r}")
-    n_out, n_in = shape
+    n_out, n_in = (checks.integer(f"shape[{i}]", v, 0) for i, v in enumerate(shape))
     if n_in % 4:
         if fmt == "sherry":
             raise ValueError(f"shape: sherry needs the input dimension to be a multiple of 4, got {n_in}")
@@ -508,6 +505,7 @@ def random_embedding(shape: str | Shape, fmt: str, *, seed: int = 0) -> Embeddin
     """The embedding table (and head) of a ``fmt`` model: float32 for fp32, bf16 for the others."""
     s = get_shape(shape, "shape")
     _check_format(fmt, "fmt")
+    seed = checks.seed("seed", seed)
     dtype = torch.float32 if fmt == "fp32" else torch.bfloat16
     gen = torch.Generator().manual_seed(seed * 1000 + 7)
     bound = math.sqrt(3.0)  # unit variance
@@ -528,6 +526,7 @@ def build_model(shape: str | Shape, fmt: str, *, seed: int = 0, embedding: Embed
 
     s = get_shape(shape, "shape")
     _check_format(fmt, "fmt")
+    seed = checks.seed("seed", seed)
     if embedding is None:
         embedding = random_embedding(s, fmt, seed=seed)
     want = torch.float32 if fmt == "fp32" else torch.bfloat16

@@ -31,10 +31,12 @@ def gguf_ternary_bits(shape: tuple[int, int] = (4096, 4096), *, seed: int = 0) -
     import gguf
     from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
-    n_out, n_in = (int(v) for v in shape)
+    from acl26 import checks
+
+    n_out, n_in = (checks.integer("shape", v, 1) for v in shape)
     if n_out <= 0 or n_in <= 0 or n_in % 256:
         raise ValueError(f"shape must be positive with n_in a multiple of 256 (the TQ block), got {shape}")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(checks.seed("seed", seed))
     T = rng.integers(-1, 2, (n_out, n_in), dtype=np.int8).astype(np.float32)
     n = n_out * n_in
     rows = []

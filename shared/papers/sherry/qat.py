@@ -15,6 +15,9 @@ The packed formats and kernels are :mod:`acl26.kernels.ternary`; this module is 
   weights that never change their ternary state, and the effective rank of the gradients;
 * :func:`to_packed` -- replace the quantized layers by :class:`PackedLinear`, which runs the packed
   1.25-bit GEMM kernel, to check that the deployed model computes what the fake-quantized one did.
+
+The quantizers refuse a weight holding NaN or inf with a ``ValueError`` naming it, as the kernels'
+:func:`~acl26.kernels.ternary.sparse_ternarize` does (a NaN weight has no ternary state).
 """
 
 from __future__ import annotations
@@ -26,20 +29,27 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from acl26 import training
+from acl26 import checks, training
 
 MODES = ("fp", "absmean", "sparse34")
+
+
+def _check_finite(w: torch.Tensor, name: str = "w") -> None:
+    """Refuse NaN and ±inf in the weight ``w`` (one reduction)."""
+    if not bool(torch.isfinite(w.detach()).all()):
+        raise ValueError(f"{name} must be finite (no NaN or inf)")
 
 
 def sparse34(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """3:4 ternary ``(T, scale)`` of a ``(out, in)`` weight (``in % 4 == 0``); see the module docstring.
 
     Ties: the first of the tied smallest |w| is zeroed (``argmin`` returns the first); a kept
-    weight is -1 if ``w < 0`` else +1. ``scale`` has shape ``(out,)``.
+    weight is -1 if ``w < 0`` else +1. ``scale`` has shape ``(out,)``. NaN or inf in ``w`` raises.
     """
     out_f, in_f = w.shape
     if in_f % 4:
         raise ValueError(f"3:4 sparsity needs in_features divisible by 4, got {in_f}")
+    _check_finite(w)
     g = w.detach().reshape(out_f, in_f // 4, 4)
     a = g.abs()
     keep = torch.ones_like(g).scatter_(-1, a.argmin(-1, keepdim=True), 0.0)
@@ -49,13 +59,16 @@ def sparse34(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def absmean(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """BitNet b1.58 ternary ``(T, scale)``: ``clip(round(W / g), -1, 1)``, ``g = max(mean|W|, 1e-5)`` (scalar)."""
+    """BitNet b1.58 ternary ``(T, scale)``: ``clip(round(W / g), -1, 1)``, ``g = max(mean|W|, 1e-5)`` (scalar).
+
+    NaN or inf in ``w`` raises."""
+    _check_finite(w)
     g = w.detach().abs().mean().clamp_min(1e-5)
     return torch.clamp(torch.round(w.detach() / g), -1, 1), g
 
 
 def quantize(w: torch.Tensor, mode: str) -> torch.Tensor:
-    """The dequantized weight ``scale * T`` for ``mode``."""
+    """The dequantized weight ``scale * T`` for ``mode`` (NaN or inf in ``w`` raises)."""
     if mode == "sparse34":
         t, s = sparse34(w)
         return t * s[:, None]
@@ -66,7 +79,12 @@ def quantize(w: torch.Tensor, mode: str) -> torch.Tensor:
 
 
 def arenas_lambda(step: int, total: int, warmup_frac: float = 0.1) -> float:
-    """Arenas residual weight: 0 -> 1 linearly over ``warmup_frac`` of training, then cosine to 0."""
+    """Arenas residual weight: 0 -> 1 linearly over ``warmup_frac`` of training, then cosine to 0.
+
+    ``step`` >= 0 and ``total`` >= 1 are integers, ``warmup_frac`` a fraction in [0, 1]."""
+    step = checks.integer("step", step, 0)
+    total = checks.integer("total", total, 1)
+    warmup_frac = checks.probability("warmup_frac", warmup_frac)
     warm = max(1, int(round(warmup_frac * total)))
     if step < warm:
         return step / warm
@@ -118,7 +136,10 @@ def wrap(model, mode: str):
 
 
 def effective_rank(g: torch.Tensor) -> float:
-    """Roy & Vetterli's effective rank: exp of the entropy of the normalised singular values."""
+    """Roy & Vetterli's effective rank: exp of the entropy of the normalised singular values; NaN
+    when ``g`` holds NaN or inf (a diverged gradient has no rank to report)."""
+    if not bool(torch.isfinite(g.detach()).all()):
+        return math.nan
     s = torch.linalg.svdvals(g.detach().float())
     p = s / s.sum().clamp_min(1e-30)
     p = p[p > 0]
@@ -126,7 +147,7 @@ def effective_rank(g: torch.Tensor) -> float:
 
 
 def ternary_state(w: torch.Tensor, mode: str) -> torch.Tensor:
-    """The int8 ternary state (-1, 0, +1) of each weight under ``mode``."""
+    """The int8 ternary state (-1, 0, +1) of each weight under ``mode`` (NaN or inf in ``w`` raises)."""
     t = sparse34(w)[0] if mode == "sparse34" else absmean(w)[0]
     return t.to(torch.int8)
 
@@ -143,6 +164,9 @@ class QATMonitor(training.Monitor):
 
     def __init__(self, mode: str, total_steps: int, arenas: bool, track: list[str], every: int = 10,
                  skip_frac: float = 0.1):
+        total_steps = checks.integer("total_steps", total_steps, 1)
+        every = checks.integer("every", every, 1)
+        skip_frac = checks.probability("skip_frac", skip_frac)
         self.mode, self.total, self.arenas, self.track, self.every = mode, total_steps, arenas, list(track), every
         self.skip = int(skip_frac * total_steps)
         self.flips: dict[str, torch.Tensor] = {}
@@ -233,6 +257,7 @@ def to_packed(model):
     for name, m in quantized_layers(model):
         if not (isinstance(m, QuantLinear) and m.mode == "sparse34"):
             raise ValueError(f"{name}: only 3:4 QuantLinear layers can be packed, got {type(m).__name__}")
+        _check_finite(m.weight, f"{name}.weight")
         t, s = sparse34(m.weight)
         parent_name, _, child = name.rpartition(".")
         setattr(model.get_submodule(parent_name), child, PackedLinear(t, s, m.bias))

@@ -124,8 +124,7 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
         llamacpp._check_peer(k, "peers")
     if len(set(peers)) != len(peers):
         raise ValueError(f"peers must not repeat a peer, got {list(peers)}")
-    if not (isinstance(max_gb, (int, float)) and not isinstance(max_gb, bool) and max_gb > 0):
-        raise ValueError(f"max_gb must be a positive number, got {max_gb!r}")
+    checks.number("max_gb", max_gb, 0.0, lo_open=True)
 
     rows = []
     jobs = [(s, f) for s in shape_objs for f in formats]
