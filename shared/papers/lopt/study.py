@@ -19,6 +19,7 @@ import numpy as np
 
 from acl26 import claims as C
 from acl26 import texts, timing, tokenization
+from acl26.checks import SEED_MAX
 from acl26.papers.lopt import baselines, method as lopt
 from acl26.params import Param, ParamSpec
 
@@ -48,13 +49,14 @@ SPEC = ParamSpec(
         Param("min_chunk", int, "smallest chunk length drawn in random trials", min=3),
         Param("adversarial_trials", int, "short hostile strings per tokenizer, tiny chunks and overlaps", min=0),
         Param("speed_tokenizers", list, "tokenizers for the speed study", elem=str, choices=tuple(tokenization.REGISTRY)),
-        Param("speed_lengths", list, "text lengths (characters) for the speed study", elem=int),
-        Param("speed_workers", list, "worker counts for the speed study", elem=int),
+        Param("speed_lengths", list, "text lengths (characters) for the speed study", elem=int,
+              min=1000, max=20_000_000),
+        Param("speed_workers", list, "worker counts for the speed study", elem=int, min=1, max=64),
         Param("repeats", int, "timing repeats (medians are reported)", min=1),
-        Param("sweep_overlaps", list, "overlaps for the no-agreement sweep", elem=int),
+        Param("sweep_overlaps", list, "overlaps for the no-agreement sweep", elem=int, min=2),
         Param("sweep_chunk", int, "chunk length for the overlap sweep", min=64),
         Param("sweep_chars", int, "characters per text in the overlap sweep", min=1000),
-        Param("seed", int, "random seed", min=0),
+        Param("seed", int, "random seed", min=0, max=SEED_MAX),
     ),
     profiles={
         "book": dict(
@@ -106,11 +108,13 @@ SPEC = ParamSpec(
         ),
     },
     checks=(
+        # lopt.encode (validate_settings): chunk_chars must exceed overlap_chars, in every study that uses them
         ("overlap_chars must be smaller than chunk_chars", lambda p: p["overlap_chars"] < p["chunk_chars"]),
-        ("speed_lengths must be >= 1000 and <= 20,000,000", lambda p: all(1000 <= x <= 20_000_000 for x in p["speed_lengths"])),
-        ("speed_workers must be between 1 and 64", lambda p: all(1 <= w <= 64 for w in p["speed_workers"])),
-        ("sweep_overlaps must be >= 2 and < sweep_chunk", lambda p: all(2 <= o < p["sweep_chunk"] for o in p["sweep_overlaps"])),
+        ("sweep_overlaps must each be smaller than sweep_chunk", lambda p: max(p["sweep_overlaps"]) < p["sweep_chunk"]),
         ("min_chunk must be at most chunk_chars", lambda p: p["min_chunk"] <= p["chunk_chars"]),
+        # the notebook tabulates the exactness rows: there must be some
+        ("the exactness study needs runs: full_texts, trials > 0 or adversarial_trials > 0",
+         lambda p: p["full_texts"] or p["trials"] > 0 or p["adversarial_trials"] > 0),
     ),
 )
 

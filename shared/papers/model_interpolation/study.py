@@ -14,16 +14,18 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from acl26 import claims as C
-from acl26 import evaluation, io, models, paths, problems, stats
+from acl26 import checks, evaluation, io, models, paths, problems, stats
 from acl26.papers.model_interpolation import merge as M
 from acl26.papers.model_interpolation import pair as pair_mod
 from acl26.papers.model_interpolation import rollout as R
-from acl26.params import Param, ParamSpec
+from acl26.checks import SEED_MAX
+from acl26.params import TORCH_DEVICE, Param, ParamSpec, folder_with
 
 #: the paper's Table 2 (Qwen3-4B, AIME'25): Mean@64, Pass@64, tokens, Think %
 PAPER_TABLE2 = {
@@ -35,6 +37,17 @@ PAPER_TABLE2 = {
 #: Think #R thresholds that delimit the transition band (stage 2)
 BAND_LOW, BAND_HIGH = 0.1, 0.9
 
+
+def _local(p: dict, *files: str) -> bool:
+    """The local pair's folders (if given) hold ``files`` (glob patterns: one match each)."""
+    return not p["instruct"] or all(any(Path(p[end]).glob(f)) for end in ("instruct", "thinking") for f in files)
+
+
+def _finetune_rows(p: dict) -> int:
+    """The most rows the pair's fine-tunes can train on: pair.fine_tune holds out max(8, n // 20) of the
+    ``train_problems`` (fewer rows if the length filter or gsm_symbolic drop some)."""
+    return p["train_problems"] - max(8, p["train_problems"] // 20)
+
 SPEC = ParamSpec(
     paper="model_interpolation",
     params=(
@@ -42,11 +55,11 @@ SPEC = ParamSpec(
         Param("instruct", str, "local HF folder of an Instruct checkpoint ('' = the pair made here)"),
         Param("thinking", str, "local HF folder of its Thinking sibling ('' = the pair made here)"),
         Param("base", str, "local HF folder of their shared base, for TA and TIES ('' = the parent of the pair made "
-              "here; with a local pair and no base, TA and TIES are not run)"),
+              "here; with a local pair and no base, TA and TIES are not run)", rule=folder_with("config.json")),
         Param("merge", str, "how each merged model is made: 'memory' (interpolate on state dicts, 3 model-sizes) or "
               "'streamed' (interpolate_files over the two checkpoints on disk, near one model-size; for paper-scale pairs)",
               choices=("memory", "streamed")),
-        Param("device", str, "torch device for generation", choices=("cpu", "cuda")),
+        Param("device", str, "torch device for generation", choices=("cpu", "cuda"), rule=TORCH_DEVICE),
         Param("dtype", str, "weights' dtype in generation", choices=("float32", "bfloat16")),
         Param("train_problems", int, "problems drawn for fine-tuning the pair (before the length filter)", min=16),
         Param("max_terms", int, "chain sums: most terms (steps = terms - 1)", min=2, max=8),
@@ -57,20 +70,22 @@ SPEC = ParamSpec(
         Param("steps_thinking", int, "fine-tuning steps of Thinking", min=1),
         Param("ft_batch", int, "fine-tuning batch (examples)", min=1),
         Param("ft_lr", float, "fine-tuning peak learning rate", min=1e-7, max=1.0),
-        Param("seed", int, "seed of the data, the fine-tunes and the rollouts", min=0),
+        Param("seed", int, "seed of the data, the fine-tunes and the rollouts", min=0, max=SEED_MAX),
         Param("eval_problems", int, "held-out chain-sum problems per configuration", min=2),
         Param("k", int, "rollouts per problem (Mean@k, Pass@k, Vote@k)", min=1),
         Param("max_new_tokens", int, "longest response (tokens)", min=1),
         Param("batch_prompts", int, "prompts per generation batch (each with k rollouts)", min=1),
-        Param("lambdas", list, "coarse λ grid", elem=float, min_len=2),
+        Param("lambdas", list, "coarse λ grid", elem=float, min_len=2, min=0.0, max=1.0),
         Param("fine_points", int, "extra λ values in the transition band (where Think #R crosses 1/2)", min=0),
         Param("best_lambda", float, "the λ < 1 compared with Thinking and the baselines (fixed before the run: the "
-              "paper's MI-0.8)", min=0.0, max=1.0),
+              "paper's MI-0.8)", min=0.0, max=1.0, max_open=True),
         Param("ablation_lambda", float, "λ of the layer and module ablations the verdicts use (paper: 0.8)", min=0.0, max=1.0),
         Param("extra_ablation_lambdas", list, "further λ values of the same ablations, shown apart (no verdict uses them)",
-              elem=float, min_len=0),
-        Param("grid_temperatures", list, "decoding grid at the band's λ: temperatures", elem=float, min_len=1),
-        Param("grid_top_ps", list, "decoding grid at the band's λ: top-p values", elem=float, min_len=1),
+              elem=float, min_len=0, min=0.0, max=1.0),
+        Param("grid_temperatures", list, "decoding grid at the band's λ: temperatures", elem=float, min_len=1,
+              min=0.0, min_open=True),
+        Param("grid_top_ps", list, "decoding grid at the band's λ: top-p values", elem=float, min_len=1,
+              min=0.0, min_open=True, max=1.0),
         Param("gsm8k_split", str, "real GSM8K questions evaluated at λ = 0, best_lambda, 1 ('none': skip)",
               choices=("heldout", "all", "none")),
         Param("gsm8k_max_new_tokens", int, "longest GSM8K response (tokens)", min=1),
@@ -95,12 +110,20 @@ SPEC = ParamSpec(
                       steps_instruct=96, steps_thinking=96, n_resamples=4999),
     },
     checks=(
-        ("lambdas must lie in [0, 1] and include 0 and 1",
-         lambda p: min(p["lambdas"]) == 0 and max(p["lambdas"]) == 1 and all(0 <= x <= 1 for x in p["lambdas"])),
-        ("best_lambda must be below 1 and one of lambdas", lambda p: p["best_lambda"] < 1 and p["best_lambda"] in p["lambdas"]),
+        # the sweep's ends are the two models (the checks, the Thinking comparisons and the notebook read λ = 0, 1)
+        ("lambdas must include 0 and 1", lambda p: 0.0 in p["lambdas"] and 1.0 in p["lambdas"]),
+        ("best_lambda must be one of lambdas", lambda p: p["best_lambda"] in p["lambdas"]),
         ("instruct and thinking must both be given or both be ''", lambda p: bool(p["instruct"]) == bool(p["thinking"])),
-        ("grid temperatures must be > 0 and top-p values in (0, 1]",
-         lambda p: all(t > 0 for t in p["grid_temperatures"]) and all(0 < x <= 1 for x in p["grid_top_ps"])),
+        # load_pair: models.load_local needs config.json, and one of the two folders a tokenizer
+        ("instruct and thinking must be local Hugging Face folders (with config.json)", lambda p: _local(p, "config.json")),
+        ("instruct or thinking must hold a tokenizer (tokenizer_config.json)",
+         lambda p: not p["instruct"] or any((Path(p[e]) / "tokenizer_config.json").is_file() for e in ("instruct", "thinking"))),
+        # merged(): the streamed merge reads the checkpoints' safetensors files
+        ("merge 'streamed' needs *.safetensors in instruct and thinking",
+         lambda p: p["merge"] != "streamed" or _local(p, "*.safetensors")),
+        # training.train refuses a batch larger than the training rows
+        ("ft_batch must not exceed the pair's fine-tuning rows: train_problems less the max(8, train_problems // 20) "
+         "held out", lambda p: bool(p["instruct"]) or p["ft_batch"] <= _finetune_rows(p)),
     ),
 )
 
@@ -260,7 +283,7 @@ def evaluate(pair: dict, state: dict | Callable[[], dict], label: str, items: Se
                    "device": params["device"], "dtype": params["dtype"], "v": 2})
     path = paths.cache_dir() / "model_interpolation" / f"{key}.json"
     if path.is_file():
-        rec = io.read_json(path)
+        rec = io.read_cached_json(path, "cached rollout record")
         rec["label"] = label
         return rec
     model, tok = pair["model"], pair["tokenizer"]
@@ -349,6 +372,7 @@ def band_width(lams: Sequence[float], think_matrix: np.ndarray) -> float:
 
 def fine_grid(lams: Sequence[float], think: Sequence[float], n: int) -> list[float]:
     """``n`` evenly spaced λ values between the grid points where Think #R crosses 1/2 (none if it never does)."""
+    n = checks.integer("n", n, 0)
     order = np.argsort(lams)
     lam = np.asarray(lams, dtype=float)[order]
     rate = np.asarray(think, dtype=float)[order]
@@ -383,6 +407,7 @@ def sweep(pair: dict, items, params: dict, progress: bool = True) -> dict:
 
 def thirds(n_layers: int) -> dict[str, list[int]]:
     """The paper's layer ranges scaled to ``n_layers``: the first third and the last two thirds."""
+    n_layers = checks.integer("n_layers", n_layers, 1)
     cut = max(1, n_layers // 3)
     return {"first third": list(range(cut)), "last two thirds": list(range(cut, n_layers))}
 

@@ -10,6 +10,7 @@ decides each verdict on an interval: over seeds for the main comparison, over he
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -21,7 +22,8 @@ from acl26 import models, stats
 from acl26.papers.mta import data as D
 from acl26.papers.mta import distill as Dl
 from acl26.papers.mta import losses as L
-from acl26.params import Param, ParamSpec
+from acl26.checks import SEED_MAX
+from acl26.params import TORCH_DEVICE, Param, ParamSpec, folder_with
 
 #: the paper's average ROUGE-L (GPT-2 1.5B -> 120M), base -> base + MTA, and its ablations (DistiLLM base)
 PAPER_MAIN = {"FDD": (19.48, 20.50), "DistiLLM": (20.21, 21.45), "DistiLLM-2": (18.59, 19.94)}
@@ -32,14 +34,42 @@ ABLATIONS = {"+Hid only": dict(dsa=False), "+DSA only": dict(hid=False), "word u
              "phrase units only": dict(units="phrase"), "no importance weights": dict(importance=False)}
 #: the paper's per-step cost on its GPU (s/step), base -> base + MTA
 PAPER_STEP = (0.26, 0.48)
+#: decoder layers of the named teachers: SmolLM2-135M-Instruct (its GGUF's llama.block_count) and
+#: :func:`tiny_teacher`; a student made here keeps at most this many (distill.layer_subset)
+TEACHER_LAYERS = {"smollm2": 30, "tiny": 4}
+#: their vocabulary (both SmolLM2's tokenizer): the teacher cache keeps at most this many logits (top_k)
+TEACHER_VOCAB = {"smollm2": 49152, "tiny": 49152}
+
+
+def teacher_config(teacher: str, key: str) -> int | None:
+    """``num_hidden_layers`` or ``vocab_size`` of ``teacher`` (a name, or a local folder's config.json),
+    None if unknown (the study then checks against the loaded model)."""
+    named = {"num_hidden_layers": TEACHER_LAYERS, "vocab_size": TEACHER_VOCAB}[key]
+    if teacher in named:
+        return named[teacher]
+    try:
+        n = json.loads((Path(teacher) / "config.json").read_text()).get(key)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return n if isinstance(n, int) and not isinstance(n, bool) else None
+
+
+def _at_most(p: dict, name: str, key: str) -> bool:
+    limit = teacher_config(p["teacher"], key)
+    return limit is None or p[name] <= limit
+
+
+_TEACHER_RULE = (f"must be {' or '.join(map(repr, TEACHER_LAYERS))} or a local HF folder with config.json and "
+                 "tokenizer_config.json",
+                 lambda v: v in TEACHER_LAYERS or folder_with("config.json", "tokenizer_config.json", empty=False)[1](v))
 
 SPEC = ParamSpec(
     paper="mta",
     params=(
         Param("teacher", str, "the teacher: 'smollm2' (SmolLM2-135M-Instruct), 'tiny' (a random 4-layer LM, smoke "
-              "profile) or a local HF folder"),
+              "profile) or a local HF folder", rule=_TEACHER_RULE),
         Param("student", str, "a local HF folder of the start student ('' = made here: a layer subset of the "
-              "teacher, then a recovery training)"),
+              "teacher, then a recovery training)", rule=folder_with("config.json")),
         Param("student_layers", int, "layers of the student made here (evenly spaced teacher layers)", min=1),
         Param("recovery_steps", int, "recovery training of the student made here: steps", min=1),
         Param("recovery_batch", int, "recovery training: blocks per step", min=1),
@@ -55,7 +85,8 @@ SPEC = ParamSpec(
         Param("base_losses", list, "base KD losses of the main comparison (fkl, sfkl, srkl)", elem=str,
               choices=("fkl", "sfkl", "srkl")),
         Param("ablation_base", str, "base loss of the ablations", choices=("fkl", "sfkl", "srkl")),
-        Param("seeds", list, "seeds of the main comparison (each: its own batch order)", elem=int, min_len=2),
+        Param("seeds", list, "seeds of the main comparison (each: its own batch order)", elem=int, min_len=2,
+              min=0, max=SEED_MAX),
         Param("ablation_seeds", int, "the ablations run on the first this-many seeds", min=1),
         Param("steps", int, "distillation steps per run", min=1),
         Param("batch_size", int, "pairs per distillation step", min=1),
@@ -67,9 +98,9 @@ SPEC = ParamSpec(
         Param("eval_batch", int, "sequences per generation batch in the evaluation", min=1),
         Param("timing_rounds", int, "interleaved rounds of the per-step overhead measurement", min=1),
         Param("n_resamples", int, "bootstrap resamples of every interval", min=99),
-        Param("seed", int, "seed of the pairs, the recovery training and the sampling", min=0),
+        Param("seed", int, "seed of the pairs, the recovery training and the sampling", min=0, max=SEED_MAX),
         Param("device", str, "torch device of the teacher cache, the distillation and the evaluation (the "
-              "recovery training of a student made here runs on the CPU)", choices=("cpu", "cuda")),
+              "recovery training of a student made here runs on the CPU)", choices=("cpu", "cuda"), rule=TORCH_DEVICE),
     ),
     profiles={
         "book": dict(teacher="smollm2", student="", student_layers=6, recovery_steps=150, recovery_batch=8,
@@ -85,11 +116,17 @@ SPEC = ParamSpec(
                       train_pairs=2048, eval_pairs=256, samples=5, recovery_steps=600, n_resamples=4999),
     },
     checks=(
-        ("teacher must be 'smollm2', 'tiny' or a local HF folder",
-         lambda p: p["teacher"] in ("smollm2", "tiny") or (Path(p["teacher"]) / "config.json").is_file()),
-        ("student must be '' or a local HF folder", lambda p: p["student"] == "" or (Path(p["student"]) / "config.json").is_file()),
         ("ablation_seeds must not exceed the number of seeds", lambda p: p["ablation_seeds"] <= len(p["seeds"])),
-        ("seeds must be >= 0", lambda p: all(s >= 0 for s in p["seeds"])),
+        # distill.layer_subset: a student made here keeps some of the teacher's layers
+        ("student_layers must not exceed the teacher's layers ("
+         + ", ".join(f"{t} {n}" for t, n in TEACHER_LAYERS.items()) + ", a folder's num_hidden_layers)",
+         lambda p: bool(p["student"]) or _at_most(p, "student_layers", "num_hidden_layers")),
+        # data.teacher_cache keeps the teacher's top_k logits per position (torch.topk over its vocabulary)
+        ("top_k must not exceed the teacher's vocabulary ("
+         + ", ".join(f"{t} {n}" for t, n in TEACHER_VOCAB.items()) + ", a folder's vocab_size)",
+         lambda p: _at_most(p, "top_k", "vocab_size")),
+        # run() refuses fewer training pairs than a batch (and the length filter can only drop pairs)
+        ("batch_size must not exceed train_pairs", lambda p: p["batch_size"] <= p["train_pairs"]),
     ),
 )
 
@@ -138,7 +175,7 @@ def tiny_teacher(seed: int = 0):
     from acl26 import tokenization
 
     tok = tokenization.load("smollm2")
-    cfg = models.dense_config(len(tok), hidden=32, layers=4, heads=4, kv_heads=2, intermediate=64)
+    cfg = models.dense_config(len(tok), hidden=32, layers=TEACHER_LAYERS["tiny"], heads=4, kv_heads=2, intermediate=64)
     models.quiet_transformers()
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(cfg)

@@ -19,6 +19,7 @@ import torch
 
 from acl26 import claims as C
 from acl26 import evaluation, models, training, zoo
+from acl26.checks import SEED_MAX
 from acl26.papers.sherry import decoder, kernel_bench, llamacpp, speed
 from acl26.papers.sherry import paper as sherry_paper
 from acl26.papers.sherry import qat as sherry
@@ -44,14 +45,17 @@ SPEC = ParamSpec(
               "each shape; skipped, saying why, where llama.cpp is not built)", elem=str, min_len=0,
               choices=tuple(llamacpp.PEERS)),
         Param("peer_rounds", int, "rounds of the GEMV comparison with llama.cpp's TQ1_0 / TQ2_0 (when built)", min=1),
-        Param("ptq_chars", int, "characters of the 2016 State of the Union scored with SmolLM2 (0: all)", min=0),
+        Param("ptq_chars", int, "characters of the 2016 State of the Union scored with SmolLM2 (0: all)", min=0,
+              rule=(f"must be 0 (the whole address) or at least {zoo.MIN_PPL_CHARS} characters (a perplexity needs "
+                    "2 tokens)", lambda v: v == 0 or v >= zoo.MIN_PPL_CHARS)),
         Param("models_profile", str, "profile of the shared dense LM to start QAT from", choices=("smoke", "book", "paper")),
         Param("variants", list, "QAT variants, all trained for the same steps", elem=str, choices=tuple(VARIANTS)),
         Param("qat_steps", int, "QAT steps per variant", min=2),
         Param("qat_lr", float, "QAT peak learning rate", min=1e-6, max=1.0),
         Param("eval_blocks", int, "validation blocks for the reported perplexities", min=1),
         Param("track_every", int, "steps between weight-trapping snapshots", min=1),
-        Param("seeds", list, "QAT seeds: every variant is trained once per seed, on that seed's batches", elem=int),
+        Param("seeds", list, "QAT seeds: every variant is trained once per seed, on that seed's batches", elem=int,
+              min=0, max=SEED_MAX),
     ),
     profiles={
         "book": dict(speed_shapes=["bitnet-0.7b", "llama-3.2-1b", "bitnet-3b"],
@@ -63,6 +67,11 @@ SPEC = ParamSpec(
                       models_profile="smoke", qat_steps=6, eval_blocks=4, track_every=2, seeds=[0, 1]),
         "paper": dict(speed_peers=list(llamacpp.PEERS), speed_tokens=32, speed_repeats=5, qat_steps=1000, eval_blocks=256, seeds=[0, 1, 2]),
     },
+    checks=(
+        # speed.speed_table: an alias counts as the shape it names
+        ("speed_shapes must not name a shape twice (" + ", ".join(f"{a} is {s}" for a, s in decoder.ALIASES.items()) + ")",
+         lambda p: len({decoder.ALIASES.get(s, s) for s in p["speed_shapes"]}) == len(p["speed_shapes"])),
+    ),
 )
 
 _PAPER_MB = {r["format"]: r["mb"] for r in sherry_paper.paper_table() if r["model"] == "0.7B"}
