@@ -6,20 +6,10 @@
 * :mod:`acl26.kernels.dp_alloc` -- Alloc-MoE: the exact per-layer expert allocation under a budget
   (dynamic programming).
 
-Each kernel is a public wrapper that validates shapes and dtypes, then calls a private
-``@njit(cache=True)`` function. numba's on-disk cache needs a writable folder: unless
-``NUMBA_CACHE_DIR`` is set, it goes to ``$ACL26_CACHE/numba`` (the package folder may be
-read-only in a regular install).
+Each kernel is a public wrapper that validates shapes and dtypes, then calls a private jitted
+function, compiled with :func:`acl26.kernels._jit.njit` (``numba.njit`` with a cache that cannot
+fail a call). numba's on-disk cache goes to ``NUMBA_CACHE_DIR`` when it is set, else to
+``$ACL26_CACHE/numba`` (the package folder may be read-only in a regular install). Importing this
+package creates no folder: the cache folder is made when a compiled kernel is first saved, a cache
+that cannot be written is skipped with a warning, and a damaged entry is recompiled.
 """
-
-import os as _os
-import sys as _sys
-
-if "NUMBA_CACHE_DIR" not in _os.environ:
-    from acl26 import paths as _paths
-
-    _os.environ["NUMBA_CACHE_DIR"] = str(_paths.cache_dir() / "numba")
-    if "numba" in _sys.modules:  # numba read its config already: make it see the new folder
-        from numba.core import config as _config
-
-        _config.reload_config()

@@ -27,10 +27,10 @@ one expert count, an integer budget of at least one expert per layer) and calls 
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
-from numba import njit
+
+from acl26 import checks
+from acl26.kernels._jit import njit
 
 
 def allocate(cost, budget) -> np.ndarray:
@@ -72,12 +72,10 @@ def _check_cost(cost) -> np.ndarray:
 
 
 def _check_budget(budget, layers: int) -> int:
-    if isinstance(budget, bool) or not isinstance(budget, numbers.Integral):
-        if isinstance(budget, (float, np.floating)) and float(budget).is_integer():
-            budget = int(budget)
-        else:
-            raise ValueError(f"budget must be an integer number of experts, got {budget!r}")
-    budget = int(budget)
+    if checks.is_number(budget) and isinstance(np.asarray(budget)[()], np.floating | float) \
+            and float(budget).is_integer():
+        budget = int(budget)  # an integral float (6.0) is taken, as documented and tested; 6.5 is refused
+    budget = checks.integer("budget", budget)  # an int or numpy integer; a bool, 6.5 or inf is refused
     if budget < layers:
         raise ValueError(f"budget ({budget}) must be at least the number of layers ({layers}): every layer "
                          f"keeps at least one expert")

@@ -27,10 +27,13 @@ def default_out() -> Path:
 
 
 def run(papers: list[str] | None = None, *, quick: bool = False, out_dir: str | os.PathLike | None = None,
-        cached: bool = False, force: list[str] | bool = (), statuses: dict | None = None) -> list[Path]:
+        cached: bool = False, force: list[str] | bool = (), statuses: dict | None = None,
+        overwrite: bool = False) -> list[Path]:
     """Run the benchmarks of ``papers`` (default: all with benchmarks); returns the files written or kept.
 
     ``cached``: keep a file whose key is unchanged (``force``: True, or the ids to run anyway).
+    A file acl26 did not write (or that was changed since) is refused before its benchmark runs,
+    unless ``overwrite`` or the chapter is forced (:mod:`acl26.io`).
     ``statuses``, if given, receives ``{paper: "executed" | "cached"}``.
     """
     from acl26 import execution
@@ -44,6 +47,7 @@ def run(papers: list[str] | None = None, *, quick: bool = False, out_dir: str | 
             continue
         key = execution.bench_key(ch, quick)
         target = out / f"{ch.id}.json"
+        replace = overwrite or ch.id in forced
         if cached and ch.id not in forced and target.is_file():
             try:
                 if io.read_json(target).get("key") == key:
@@ -53,11 +57,12 @@ def run(papers: list[str] | None = None, *, quick: bool = False, out_dir: str | 
                     continue
             except (OSError, ValueError):
                 pass
+        io.check_target(target, overwrite=replace)  # before the benchmark, not after it
         started = _dt.datetime.now(_dt.timezone.utc)
         result = ch.benchmarks(quick=quick)
         result.update(paper=ch.id, quick=quick, machine=machine(), started=started.isoformat(timespec="seconds"),
                       key=key)
-        written.append(io.write_json(target, result))
+        written.append(io.write_json(target, result, overwrite=replace))
         if statuses is not None:
             statuses[ch.id] = "executed"
     return written

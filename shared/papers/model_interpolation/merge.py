@@ -61,14 +61,7 @@ def module_of(name: str) -> str | None:
 
 def _check_lam(lam) -> float:
     """λ as a float: any real number (numpy scalars too, bool refused), finite, in [0, 1]."""
-    import numbers
-
-    import numpy as np
-
-    if isinstance(lam, (bool, np.bool_)) or not isinstance(lam, numbers.Real) or not math.isfinite(float(lam)) \
-            or not 0 <= float(lam) <= 1:
-        raise ValueError(f"lam must be a finite number in [0, 1], got {lam!r}")
-    return float(lam)
+    return checks.number("lam", lam, 0.0, 1.0)
 
 
 def _selection(layers, modules) -> tuple[frozenset[int] | None, frozenset[str] | None]:
@@ -158,7 +151,8 @@ def interpolate(instruct: Mapping[str, torch.Tensor], thinking: Mapping[str, tor
 
 def similarity(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor], *, reduce: str = "mean") -> float:
     """σ = Σ|A−B| / (Σ|A| + Σ|B|): per tensor, then averaged over tensors (``"mean"``, the paper's
-    figure) or pooled over all floating tensors (``"pooled"``). 0: identical, 1: e.g. B = −A."""
+    figure) or pooled over all floating tensors (``"pooled"``). 0: identical, 1: e.g. B = −A.
+    A tensor holding NaN or inf gives NaN (it is never skipped as if it had no norm)."""
     if reduce not in ("mean", "pooled"):
         raise ValueError(f"reduce must be 'mean' or 'pooled', got {reduce!r}")
     _check_keys(a, b)
@@ -172,7 +166,7 @@ def similarity(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor], *, 
         x64, y64 = x.detach().double(), y.detach().double()
         n, d = float((x64 - y64).abs().sum()), float(x64.abs().sum() + y64.abs().sum())
         num, den = num + n, den + d
-        if d > 0:
+        if d > 0 or math.isnan(d):  # NaN: d > 0 is False, but the tensor must not drop out
             per.append(n / d)
     if not per:
         raise ValueError("no floating tensor with a non-zero norm to compare")
@@ -184,11 +178,26 @@ def similarity(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor], *, 
 
 
 def _shards(folder: Path) -> dict[str, Path]:
-    """tensor name -> the safetensors file holding it."""
+    """tensor name -> the safetensors file holding it.
+
+    A damaged ``model.safetensors.index.json`` (not JSON, no ``weight_map``, a file it names that is
+    missing) or safetensors header raises ValueError, one line naming the file."""
     index = folder / "model.safetensors.index.json"
     if index.is_file():
-        weight_map = json.loads(index.read_text())["weight_map"]
-        return {k: folder / v for k, v in weight_map.items()}
+        try:
+            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        except (ValueError, KeyError, TypeError, IndexError) as exc:  # UnicodeDecodeError is a ValueError
+            raise ValueError(f"{index}: not a valid safetensors index ({type(exc).__name__}: {exc})") from None
+        if not isinstance(weight_map, dict) or not weight_map \
+                or not all(isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()):
+            raise ValueError(f"{index}: not a valid safetensors index (its weight_map must map tensor names "
+                             f"to file names)")
+        out = {}
+        for k, v in weight_map.items():
+            if not (folder / v).is_file():
+                raise ValueError(f"{index}: names the file {v} (for {k}), which is not in {folder}")
+            out[k] = folder / v
+        return out
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         raise FileNotFoundError(f"{folder}: no safetensors files")
@@ -213,12 +222,45 @@ class _Reader:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.fh = open(self.path, "rb")
-        n = int.from_bytes(self.fh.read(8), "little")
-        self.header = json.loads(self.fh.read(n))
-        self.header.pop("__metadata__", None)
-        self.base = 8 + n
+        try:
+            self.header, self.base = self._read_header(self.path.stat().st_size)
+        except ValueError as exc:
+            self.fh.close()
+            raise ValueError(f"{self.path}: corrupt safetensors header ({exc})") from None
+
+    def _read_header(self, size: int) -> tuple[dict, int]:
+        """The tensors' entries, checked against the file's size, and where the data starts; ValueError
+        (naming what is wrong, without the path) for a damaged header."""
+        head = self.fh.read(8)
+        if len(head) < 8:
+            raise ValueError(f"the file has {size} bytes, fewer than the 8 of the header's length")
+        n = int.from_bytes(head, "little")
+        if n > size - 8:
+            raise ValueError(f"it claims a {n}-byte header in a file of {size} bytes")
+        try:
+            header = json.loads(self.fh.read(n))
+        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+            raise ValueError(f"not JSON: {type(exc).__name__}: {exc}") from None
+        if not isinstance(header, dict):
+            raise ValueError(f"a JSON {type(header).__name__}, not an object")
+        header.pop("__metadata__", None)
+        data = size - 8 - n
+        for name, meta in header.items():
+            ok = isinstance(meta, dict) and isinstance(meta.get("dtype"), str) \
+                and isinstance(meta.get("shape"), list) and isinstance(meta.get("data_offsets"), list) \
+                and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in meta["shape"]) \
+                and len(meta["data_offsets"]) == 2 \
+                and all(isinstance(o, int) and not isinstance(o, bool) for o in meta["data_offsets"])
+            if not ok:
+                raise ValueError(f"tensor {name}: its entry is not {{dtype, shape, data_offsets}}: {str(meta)[:80]}")
+            lo, hi = meta["data_offsets"]
+            if not 0 <= lo <= hi <= data:
+                raise ValueError(f"tensor {name}: bytes {lo}..{hi} lie outside the {data} data bytes (truncated?)")
+        return header, 8 + n
 
     def get(self, name: str) -> torch.Tensor:
+        if name not in self.header:
+            raise ValueError(f"{self.path}: no tensor {name} in it (its index says there is)")
         meta = self.header[name]
         if meta["dtype"] not in _ST_DTYPES:
             raise ValueError(f"{name}: unsupported safetensors dtype {meta['dtype']}")
@@ -240,12 +282,17 @@ class _Reader:
 
 
 def interpolate_files(instruct_dir, thinking_dir, out_dir, lam: float, *, layers: Iterable[int] | None = None,
-                      modules: str | Iterable[str] | None = None, shard_bytes: int = 256 * 2**20) -> Path:
+                      modules: str | Iterable[str] | None = None, shard_bytes: int = 256 * 2**20,
+                      overwrite: bool = False) -> Path:
     """Θ(λ) of two checkpoints on disk into ``out_dir``, streamed tensor by tensor.
 
     Reads each tensor of both inputs with plain file reads (not memory-mapped), writes output shards
     of at most ``shard_bytes`` (and an index when there is more than one), then copies the Thinking
     model's config, generation config and tokenizer files. The folder appears only when complete.
+
+    ``out_dir`` may be new, empty, or a merge written here before (unchanged since); anything else
+    there (another model, a user's files, a file) is refused unless ``overwrite``. An ``out_dir``
+    that is, or holds, either input is always refused (:mod:`acl26.io`).
     """
     from safetensors.torch import save_file
 
@@ -253,8 +300,7 @@ def interpolate_files(instruct_dir, thinking_dir, out_dir, lam: float, *, layers
     sel_layers, sel_modules = _selection(layers, modules)
     checks.integer("shard_bytes", shard_bytes, 1)
     a_dir, b_dir, out_dir = Path(instruct_dir), Path(thinking_dir), Path(out_dir)
-    if out_dir.resolve() in (a_dir.resolve(), b_dir.resolve()):
-        raise ValueError(f"out_dir must differ from both inputs, got {out_dir}")
+    io.check_target(out_dir, kind="folder", overwrite=overwrite, inputs=(a_dir, b_dir), name="out_dir")
     a_map, b_map = _shards(a_dir), _shards(b_dir)
     _check_keys(a_map, b_map)
     if sel_layers is not None:
@@ -263,7 +309,7 @@ def interpolate_files(instruct_dir, thinking_dir, out_dir, lam: float, *, layers
         if missing:
             raise ValueError(f"layers {missing} are not layers of these models (they have {len(present)})")
     names = sorted(a_map)
-    with io.atomic_dir(out_dir) as tmp:
+    with io.atomic_dir(out_dir, overwrite=overwrite, inputs=(a_dir, b_dir), name="out_dir") as tmp:
         shard: dict[str, torch.Tensor] = {}
         size, files, total = 0, [], 0
         weight_map = {}
@@ -309,7 +355,8 @@ def interpolate_files(instruct_dir, thinking_dir, out_dir, lam: float, *, layers
                           {"metadata": {"total_size": total}, "weight_map": weight_map})
         weights = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack")
         for f in b_dir.iterdir():  # config, generation config, tokenizer: not the Thinking model's weights
-            if f.is_file() and not f.name.endswith(weights) and not f.name.endswith(".index.json"):
+            if (f.is_file() and not f.name.endswith(weights) and not f.name.endswith(".index.json")
+                    and f.name not in (io.DIR_MARKER, io.FILE_LEDGER)):
                 shutil.copy2(f, tmp / f.name)
         io.write_json(tmp / "interpolation.json",
                       {"lambda": lam, "instruct": str(a_dir), "thinking": str(b_dir),

@@ -72,6 +72,7 @@ def sotu_pairs(n: int, seed: int, split: str, *, prompt_words: int, response_wor
     checks.integer("n", n, 0)
     checks.integer("prompt_words", prompt_words, 1)
     checks.integer("response_words", response_words, 1)
+    seed = checks.seed("seed", seed)
     need = prompt_words + response_words
     docs = [d for d in _sotu_split(split) if len(d.text.split()) > need]
     if not docs:
@@ -91,6 +92,7 @@ def sotu_pairs(n: int, seed: int, split: str, *, prompt_words: int, response_wor
 def gym_pairs(n: int, seed: int, *, exclude: Sequence[str] = ()) -> list[Pair]:
     """``n`` ``chain_sum`` pairs (2-4 terms of 1-2 digits): question -> worked solution."""
     checks.integer("n", n, 0)
+    seed = checks.seed("seed", seed)
     if n == 0:
         return []
     seen = set(exclude)
@@ -199,11 +201,28 @@ class TeacherCache:
     """The teacher's outputs on the training pairs, memory-mapped: see :func:`teacher_cache`."""
 
     def __init__(self, folder: Path):
+        from acl26.errors import cache_entry_error
+
         self.folder = Path(folder)
-        self.meta = io.read_json(self.folder / "meta.json")
-        self.topk_idx = np.load(self.folder / "topk_idx.npy", mmap_mode="r")
-        self.topk_logp = np.load(self.folder / "topk_logp.npy", mmap_mode="r")
-        self.hidden = np.load(self.folder / "hidden.npy", mmap_mode="r")  # [N, T, L, d] float16
+        self.meta = io.read_cached_json(self.folder / "meta.json", "MTA teacher cache")
+        file = self.folder / "meta.json"
+        try:
+            m = self.meta
+            n, t, k, d, layers = m["n"], m["max_len"], m["top_k"], m["hidden_size"], len(m["teacher_layers"])
+            want = {"topk_idx.npy": (np.int32, (n, t, k)), "topk_logp.npy": (np.float32, (n, t, k)),
+                    "hidden.npy": (np.float16, (n, t, layers, d))}
+            arrays = {}
+            for name, (dtype, shape) in want.items():  # a truncated or foreign file fails here, named
+                file = self.folder / name
+                arr = np.load(file, mmap_mode="r")
+                if arr.dtype != dtype or arr.shape != tuple(shape):
+                    raise ValueError(f"holds {arr.dtype} {arr.shape}, its meta.json says {np.dtype(dtype)} {tuple(shape)}")
+                arrays[name] = arr
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise cache_entry_error(self.folder, exc, file=file, what="MTA teacher cache") from exc
+        self.topk_idx = arrays["topk_idx.npy"]
+        self.topk_logp = arrays["topk_logp.npy"]
+        self.hidden = arrays["hidden.npy"]  # [N, T, L, d] float16
 
     @property
     def layers(self) -> list[int]:
@@ -232,15 +251,19 @@ def teacher_cache(teacher, items: Sequence[Encoded], teacher_layers: Sequence[in
     from tqdm import tqdm
 
     checks.integer("top_k", top_k, 1)
+    checks.integer("batch_size", batch_size, 1)
     n_layers = teacher.config.num_hidden_layers
     for layer in teacher_layers:
-        if not 0 <= layer <= n_layers:
-            raise ValueError(f"teacher layer {layer} is outside [0, {n_layers}]")
+        try:
+            checks.integer("teacher layer", layer, 0, n_layers)  # 2.5 is refused, never cut to 2
+        except ValueError:
+            raise ValueError(f"teacher layer {layer!r} is outside [0, {n_layers}] or not an integer") from None
     key = digest({"teacher": state_digest(teacher), "items": encoded_digest(items), "layers": list(teacher_layers),
                   "top_k": top_k, "v": DATA_VERSION})
     folder = paths.cache_dir() / "mta" / f"teacher-{key[:16]}"
     if (folder / "meta.json").is_file():
         return TeacherCache(folder)
+    io.check_target(folder, kind="folder")  # before the teacher runs
     t_max = max(len(e.ids) for e in items)
     n, d = len(items), teacher.config.hidden_size
     was = teacher.training

@@ -49,7 +49,7 @@ def layer_subset(n_teacher: int, n_student: int) -> list[int]:
 def make_student(teacher, layers: Sequence[int]):
     """A copy of ``teacher`` keeping only decoder ``layers`` (in order), its embeddings, final norm and head."""
     n = teacher.config.num_hidden_layers
-    layers = [int(x) for x in layers]
+    layers = [checks.integer(f"layers[{i}]", x) for i, x in enumerate(layers)]
     if not layers or any(not 0 <= x < n for x in layers) or sorted(set(layers)) != layers:
         raise ValueError(f"layers must be increasing distinct indices in [0, {n}), got {layers}")
     if not any(k.startswith("model.layers.") for k in teacher.state_dict()):
@@ -137,8 +137,9 @@ class Condition:
             raise ValueError(f"units must be 'paper', 'word' or 'phrase', got {self.units!r}")
         for name in ("lambda_dsa", "lambda_hid"):
             v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
-                raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+            f = checks.number(name, v, 0.0)
+            if not isinstance(v, (int, float)):  # a numpy scalar: stored as a float (the cache key is JSON)
+                object.__setattr__(self, name, f)
 
     @property
     def mta(self) -> bool:
@@ -254,10 +255,17 @@ def distill(setup: Setup, cond: Condition, cfg: DistillConfig, *, name: str, pro
     folder = paths.cache_dir() / "models" / f"mta-{name}-{key[:12]}"
     dev = next(setup.student.parameters()).device
     if use_cache and (folder / "distill_log.json").is_file():
+        from acl26.errors import cache_entry_error
+
         models.quiet_transformers()
-        model = AutoModelForCausalLM.from_pretrained(folder).to(dev)
+        log = io.read_cached_json(folder / "distill_log.json", "distilled student's log")
+        try:
+            model = AutoModelForCausalLM.from_pretrained(folder).to(dev)
+        except Exception as exc:  # noqa: BLE001 - safetensors / json / torch errors alike: a damaged entry
+            raise cache_entry_error(folder, exc, what="distilled student") from exc
         model.eval()
-        return Distilled(model, io.read_json(folder / "distill_log.json"), True, folder)
+        return Distilled(model, log, True, folder)
+    io.check_target(folder, kind="folder")  # before the distillation, not after it
     with training.deterministic():
         torch.manual_seed(cfg.seed)
         model = freeze_embeddings(copy.deepcopy(setup.student))
@@ -349,7 +357,7 @@ def evaluate(model, tokenizer, pairs: Sequence[D.Pair], items: Sequence[D.Encode
         path = eval_path(model, tokenizer, pairs, items, samples=samples, max_new_tokens=max_new_tokens, seed=seed,
                          batch_size=batch_size, cache_key=cache_key)
         if path.is_file():
-            return io.read_json(path)
+            return io.read_cached_json(path, "cached evaluation")
     t0 = time.perf_counter()
     nll = response_nll(model, items, pad_id)
     gens = evaluation.generate(model, tokenizer, [p.prompt for p in pairs], max_new_tokens=max_new_tokens,

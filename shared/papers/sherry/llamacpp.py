@@ -25,7 +25,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from acl26 import assets, io, machine, paths
+from acl26 import assets, checks, io, machine, paths
 from acl26.errors import RunError
 
 log = logging.getLogger(__name__)
@@ -84,10 +84,11 @@ def build(*, jobs: int | None = None, force: bool = False) -> Path:
     missing = tools_missing()
     if missing:
         raise LlamaCppMissing(f"cannot build llama.cpp: {', '.join(missing)} not found")
+    io.check_target(final, kind="folder", overwrite=force)  # before the build
     src = assets.path(ASSET) / SOURCE
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-    jobs = jobs or machine.cpu_count()
-    with io.atomic_dir(final) as tmp:
+    jobs = machine.cpu_count() if jobs is None else checks.integer("jobs", jobs, 1)
+    with io.atomic_dir(final, overwrite=force, inputs=(src,)) as tmp:
         work = tmp / "build"
         cmds = [["cmake", "-S", str(src), "-B", str(work), *generator, *CMAKE_FLAGS],
                 ["cmake", "--build", str(work), "-j", str(jobs), "--target", *TARGETS]]
@@ -144,6 +145,7 @@ def mul_mat_case(qtype: str, m: int, k: int, n: int = 1) -> str:
     (contiguous rows of ``k`` weights) by ``n`` float32 vectors, giving float32."""
     from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
+    m, k, n = checks.integer("m", m, 1), checks.integer("k", k, 1), checks.integer("n", n, 1)
     t = GGMLQuantizationType[qtype.upper()]
     block, block_bytes = GGML_QUANT_SIZES[t]
     if k % block:
@@ -209,6 +211,7 @@ def peer_skip_reason(shape, key: str, *, max_gb: float = 10.0) -> str | None:
 
     s = get_shape(shape, "shape")
     _check_peer(key, "key")
+    checks.number("max_gb", max_gb, 0.0, lo_open=True)
     bad = [f"{what} {n}" for what, n in (("hidden", s.hidden), ("MLP width", s.intermediate)) if n % TQ_BLOCK]
     if PEERS[key][1] is not None and bad:
         return (f"TQ types pack rows in blocks of {TQ_BLOCK} weights and {' and '.join(bad)} "
@@ -242,6 +245,7 @@ def write_gguf(shape, path: Path, *, seed: int = 0) -> Path:
     from acl26.papers.sherry.decoder import get_shape
 
     s = get_shape(shape, "shape")
+    io.check_target(path, name="path")  # before the tensors are made
     rng = np.random.default_rng([seed, s.hidden, s.layers])
     names = {"q": "attn_q", "k": "attn_k", "v": "attn_v", "o": "attn_output", "gate": "ffn_gate", "up": "ffn_up",
              "down": "ffn_down"}
@@ -262,7 +266,7 @@ def write_gguf(shape, path: Path, *, seed: int = 0) -> Path:
         t = rng.integers(-1, 2, size=shp, dtype=np.int8).astype(np.float16)
         return t * np.float16(1.0 / np.sqrt(shp[1]))
 
-    with io.atomic_path(path) as tmp:
+    with io.atomic_path(path, name="path") as tmp:
         w = gguf.GGUFWriter(str(tmp), "llama")
         w.add_name(f"acl26 random ternary {s.name}")
         w.add_context_length(4096)
@@ -303,7 +307,7 @@ def quantize(src: Path, dst: Path, qtype: str, *, f16_head: bool, threads: int |
     the embeddings and, for the head or a tied table, its output type, Q6_K)."""
     require()
     extra = ["--token-embedding-type", "f16", "--output-tensor-type", "f16"] if f16_head else []
-    with io.atomic_path(dst) as tmp:
+    with io.atomic_path(dst, inputs=(src,), name="dst") as tmp:
         cmd = [str(binary("llama-quantize")), *extra, str(src), str(tmp), qtype, str(threads or machine.cpu_count())]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
