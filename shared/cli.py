@@ -1,8 +1,11 @@
 """The ``acl26`` command line: list, fetch, run, bench, book, sync.
 
 Every error the user can cause (unknown paper, unknown parameter, bad value, unreachable registry,
-corrupted asset) ends the command with one line ``acl26: error: ...`` and exit status 2, and leaves
-no partial output behind. The same functions are usable from Python (:mod:`acl26.runner`,
+corrupted asset or results file, an unreadable or unwritable cache or output path, a full disk, an
+existing target acl26 did not write) ends the command with one line ``acl26: error: ...`` naming the
+parameter, file or path, and exit status 2; a bug of ours ends in one line too, with status 1. An
+interrupt (Ctrl-C, SIGTERM, SIGHUP) at any moment ends in one line and status 130. ``--debug``
+(anywhere on the line) adds the traceback. Nothing is left half-written. The same functions are usable from Python (:mod:`acl26.runner`,
 :mod:`acl26.assets`, :mod:`acl26.bench`, :mod:`acl26.book`).
 """
 
@@ -43,6 +46,23 @@ def _cmd_fetch(args) -> None:
     names = list(args.names)
     if args.paper:
         names += list(registry.get(args.paper).assets)
+    if args.verify:
+        if args.force:
+            raise assets.AssetError("--verify only checks the cache and fetches nothing; drop --force "
+                                    "(or repair an asset with `acl26 fetch --force NAME`)")
+        # like `sha256sum -c`: one line per asset on stdout, then one error line for the bad ones
+        report = assets.verify(names or None)
+        for name, problem in report.items():
+            print(f"{name}: verified" if problem is None else f"{name}: FAILED: {problem}")
+        if not report:
+            print("no asset is cached yet; run `acl26 fetch`")
+        bad = [name for name, problem in report.items() if problem is not None]
+        if len(bad) == 1:
+            raise assets.AssetError(report[bad[0]])
+        if bad:
+            raise assets.AssetError(f"{len(bad)} assets failed verification ({', '.join(bad)}; each file above); "
+                                    f"repair: `acl26 fetch --force {' '.join(bad)}`")
+        return
     got = assets.fetch(names or None, force=args.force)
     for name, folder in got.items():
         print(f"{name}: {folder}")
@@ -53,7 +73,8 @@ def _cmd_run(args) -> None:
 
     overrides = params.parse_assignments(args.param)
     runner.resolve(args.paper, args.profile, overrides)  # fail fast, before any work
-    res = runner.run(args.paper, args.profile, overrides, out_dir=args.out, progress=not args.quiet)
+    res = runner.run(args.paper, args.profile, overrides, out_dir=args.out, progress=not args.quiet,
+                     overwrite=args.force)
     print(f"{res.paper} ({res.profile}): {res.notebook} in {res.wall_s:.0f} s; results: "
           f"{', '.join(str(p) for p in res.results) or 'none'}")
 
@@ -61,7 +82,7 @@ def _cmd_run(args) -> None:
 def _cmd_bench(args) -> None:
     from acl26 import bench
 
-    for file in bench.run(args.papers or None, quick=args.quick, out_dir=args.out):
+    for file in bench.run(args.papers or None, quick=args.quick, out_dir=args.out, overwrite=args.force):
         print(file)
 
 
@@ -95,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="acl26", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"acl26 {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("list", help="list papers, their parameters and profiles")
@@ -104,6 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("names", nargs="*", help="asset names (default: all)")
     p.add_argument("--for", dest="paper", help="also fetch every asset this paper uses")
     p.add_argument("--force", action="store_true", help="download again even if cached")
+    p.add_argument("--verify", action="store_true",
+                   help="fetch nothing: re-hash every file of the cached (or named) assets; exit 2 if any is bad")
     p.set_defaults(func=_cmd_fetch)
 
     p = sub.add_parser("run", help="execute one paper's notebook with papermill")
@@ -112,12 +136,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--param", action="append", metavar="NAME=VALUE", help="override one parameter")
     p.add_argument("--out", type=Path, default=None, help="output folder (default: book/executed)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--force", action="store_true",
+                   help="replace existing outputs that acl26 did not write (or that were changed since)")
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("bench", help="run the benchmarks and write JSON for the Performance page")
     p.add_argument("papers", nargs="*", help="papers (default: all)")
     p.add_argument("--quick", action="store_true", help="small sizes, few repeats (for tests)")
     p.add_argument("--out", type=Path, default=None, help="output folder (default: book/executed/bench)")
+    p.add_argument("--force", action="store_true",
+                   help="replace existing files that acl26 did not write (or that were changed since)")
     p.set_defaults(func=_cmd_bench)
 
     p = sub.add_parser("book", help="fetch, run every notebook, benchmark, and build the HTML book")
@@ -127,8 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-bench", action="store_true", help="reuse the benchmark JSON")
     p.add_argument("--skip-build", action="store_true", help="do not run jupyter-book")
     p.add_argument("--force", nargs="*", metavar="PAPER", default=None,
-                   help="execute notebooks and benchmarks again although their inputs are unchanged "
-                        "(all, or the papers named)")
+                   help="execute notebooks and benchmarks again although their inputs are unchanged, "
+                        "replacing outputs acl26 did not write (all, or the papers named)")
     p.set_defaults(func=_cmd_book)
 
     p = sub.add_parser("build-llamacpp", help="build llama.cpp's timing tools (Sherry's peer kernels) into the cache")
@@ -141,35 +169,137 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: the signals that end a command: each unwinds like Ctrl-C, so writers remove their temporary files
+_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+#: exit status of an error the user can cause (bad value, unreadable or unwritable path, corrupted file)
+USER_ERROR = 2
+#: exit status of a failure that is acl26's fault (a bug): still one line, the traceback with --debug
+INTERNAL_ERROR = 1
+
+
+class _Stop:
+    """The signal handler: the first signal raises KeyboardInterrupt; later ones are ignored, so the
+    unwinding (removing temporary files and folders) is not itself interrupted."""
+
+    def __init__(self):
+        self.fired = False
+
+    def __call__(self, signum, frame):
+        if self.fired:
+            return
+        self.fired = True
+        raise KeyboardInterrupt(f"terminated by signal {signum}")
+
+
 def _terminate(signum, frame):
     """SIGTERM (``kill``, a CI timeout) unwinds like Ctrl-C, so runs remove their staging folders."""
     raise KeyboardInterrupt(f"terminated by signal {signum}")
 
 
-def main(argv: list[str] | None = None) -> int:
+def _install_handlers() -> dict:
     import signal
 
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _terminate)
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
+    handler, old = _Stop(), {}
+    for name in _SIGNALS:
+        sig = getattr(signal, name, None)
+        if sig is None:
+            continue
+        try:
+            if signal.getsignal(sig) is signal.SIG_IGN:  # ignored by whoever started us (nohup, a background job)
+                continue
+            old[sig] = signal.signal(sig, handler)
+        except ValueError:  # not the main thread: leave the handlers alone
+            break
+    return old
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """The exception types a user can cause; imported lazily (the registry imports every chapter)."""
     from acl26.assets import AssetError
+    from acl26.errors import RunError
     from acl26.params import ParamError
-    from acl26.runner import RunError
     from acl26.sync import SyncError
 
+    return (ParamError, AssetError, RunError, SyncError, KeyError, OSError, ValueError)
+
+
+def one_line(exc: BaseException) -> str:
+    """``exc`` as one line: the path and the reason for an OSError, the message otherwise."""
+    if isinstance(exc, OSError) and (exc.filename is not None or exc.strerror):
+        where = f"{exc.filename}: " if exc.filename is not None else ""
+        if exc.filename2 is not None:
+            where = f"{exc.filename} -> {exc.filename2}: "
+        text = f"{where}{exc.strerror or exc}"
+    elif isinstance(exc, KeyError) and exc.args:
+        text = str(exc.args[0])
+    else:
+        text = str(exc) or type(exc).__name__
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return " | ".join(lines) or type(exc).__name__
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; every failure ends in one line on stderr and a non-zero status (see the module
+    docstring). ``--debug`` adds the traceback. The signal handlers are the caller's again on return."""
+    import signal
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    argv = [a for a in argv if a != "--debug"]  # accepted anywhere on the line
+    old = _install_handlers()
     try:
-        args.func(args)
-    except (ParamError, AssetError, RunError, SyncError, KeyError, FileNotFoundError) as exc:
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-        print(f"acl26: error: {msg}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("acl26: interrupted; nothing was left half-written", file=sys.stderr)
+        try:
+            parser = build_parser()
+            args = parser.parse_args(argv)
+            logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
+            args.func(args)
+        except KeyboardInterrupt:
+            if debug:
+                import traceback
+
+                traceback.print_exc()
+            print("acl26: interrupted; nothing was left half-written", file=sys.stderr)
+            return 130
+        except SystemExit as exc:  # argparse: its usage line and message, or --help / --version
+            return exc.code if isinstance(exc.code, int) else USER_ERROR
+        except Exception as exc:
+            if debug:
+                import traceback
+
+                traceback.print_exc()
+            try:
+                user = isinstance(exc, _user_errors())
+            except BaseException:  # the error types themselves could not be imported
+                user = False
+            if user:
+                print(f"acl26: error: {one_line(exc)}", file=sys.stderr)
+                return USER_ERROR
+            print(f"acl26: error: internal error, {type(exc).__name__}: {one_line(exc)} "
+                  f"(rerun with --debug for the traceback)", file=sys.stderr)
+            return INTERNAL_ERROR
+        return 0
+    except KeyboardInterrupt:  # a second signal while the first one's message was printed
         return 130
-    return 0
+    finally:
+        for sig, handler in old.items():
+            try:
+                signal.signal(sig, handler)
+            except (ValueError, TypeError):
+                pass
+
+
+def entry() -> None:
+    """The ``acl26`` console script: :func:`main`, then exit without a traceback whatever arrives."""
+    import signal
+
+    code = main()
+    for name in _SIGNALS:  # a signal during interpreter shutdown must not print a traceback either
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            signal.signal(sig, signal.SIG_IGN)
+    sys.stdout.flush()
+    sys.exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    entry()
