@@ -71,9 +71,12 @@ from typing import NamedTuple
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from acl26 import checks
+from acl26.kernels._jit import njit
 
 #: public functions of this module that are not kernels (no jitted core, so no numpy twin)
 NOT_KERNELS = ("layout", "bits_per_weight", "simd_level")
@@ -166,8 +169,17 @@ class Layout(NamedTuple):
 
 def layout(fmt: str, shape: tuple[int, int]) -> Layout:
     """Stream sizes of a ``(rows, cols)`` matrix in format ``fmt`` (see the module docstring)."""
-    rows, cols = (int(s) for s in shape)
+    rows, cols = _shape(shape)
     return _layout(fmt, rows, cols)
+
+
+def _shape(shape) -> tuple[int, int]:
+    """``shape`` as two ints >= 0 (ints or numpy integers; a float is refused, never truncated)."""
+    try:
+        rows, cols = shape
+    except (TypeError, ValueError):
+        raise ValueError(f"shape must be (rows, cols), got {shape!r}") from None
+    return checks.integer("shape[0] (rows)", rows, 0), checks.integer("shape[1] (cols)", cols, 0)
 
 
 @functools.lru_cache(maxsize=256)
@@ -179,17 +191,77 @@ def _layout(fmt: str, rows: int, cols: int) -> Layout:
                   4 * pairs if f.signed else 0)
 
 
-class Packed(NamedTuple):
-    """A packed ternary matrix: the streams of the module docstring and the shape they hold."""
-
+class _PackedFields(NamedTuple):
     fmt: str
     shape: tuple[int, int]
     codes: np.ndarray  # uint8 (blocks, 16 * pairs)
     signs: np.ndarray  # uint8 (blocks, 4 * pairs); (blocks, 0) for i2
 
+
+class Packed(_PackedFields):
+    """A packed ternary matrix: the streams of the module docstring and the shape they hold.
+
+    Built (and ``_replace``-d) only when ``shape`` fits the streams, else one-line ValueError: a known
+    ``fmt``; ``shape`` two integers >= 0 (``cols`` a multiple of 4 for Sherry); ``codes`` and
+    ``signs`` uint8 arrays of exactly :func:`layout`'s ``(blocks, code_bytes)`` and ``(blocks,
+    sign_bytes)``; and the padding past ``shape`` as :func:`pack_sherry` and co. write it (zero codes
+    and sign bits in the rows of the last block past ``shape[0]``, in an odd last group, and zero
+    weights in a partial last TL2/I2 group), so a shape that claims fewer rows or columns than were
+    packed is refused, and so is one that claims more blocks or pairs. Limit: a shape claiming more
+    rows *within* the last block of 16 (or more columns within its last group) cannot be told from the
+    streams, because the zero padding codes are valid codes (Sherry uses all 32); such rows read as
+    the pattern of code 0.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, fmt: str, shape: tuple[int, int], codes: np.ndarray, signs: np.ndarray):
+        return super().__new__(cls, fmt, _check_streams(fmt, shape, codes, signs), codes, signs)
+
+    @classmethod
+    def _make(cls, iterable):  # namedtuple's _make (and so _replace) would skip __new__'s checks
+        return cls(*iterable)
+
     @property
     def nbytes(self) -> int:
         return self.codes.nbytes + self.signs.nbytes
+
+
+def _check_streams(fmt: str, shape, codes, signs) -> tuple[int, int]:
+    """``shape`` as two ints if the streams fit it (see :class:`Packed`), else ValueError."""
+    f = _format(fmt)
+    rows, cols = _shape(shape)
+    if fmt == "sherry" and cols % 4:
+        raise ValueError(f"Packed: shape[1] (cols) must be a multiple of 4 for sherry, got {cols}")
+    lay = _layout(fmt, rows, cols)
+    for name, arr, width in (("codes", codes, lay.code_bytes), ("signs", signs, lay.sign_bytes)):
+        if not (isinstance(arr, np.ndarray) and arr.dtype == np.uint8 and arr.shape == (lay.blocks, width)):
+            raise ValueError(f"packed.{name} must be uint8 of shape {(lay.blocks, width)} for {fmt} shape "
+                             f"{(rows, cols)}, got {getattr(arr, 'dtype', type(arr).__name__)} "
+                             f"{getattr(arr, 'shape', '')}")
+    if not lay.blocks or not lay.pairs:
+        return rows, cols
+    last = rows - BLOCK_ROWS * (lay.blocks - 1)  # rows of the last block
+    if last < BLOCK_ROWS:
+        lo = np.uint8(0xFF & ~((1 << min(8, last)) - 1))
+        hi = np.uint8(0xFF & ~((1 << max(0, last - 8)) - 1))
+        if codes[-1].reshape(lay.pairs, BLOCK_ROWS)[:, last:].any() or \
+                (signs[-1].reshape(-1, 2) & np.array([lo, hi], np.uint8)).any():
+            raise ValueError(f"Packed: the streams hold rows past shape[0] = {rows} (in its last block of "
+                             f"{BLOCK_ROWS}): the shape claims fewer rows than were packed")
+    j = lay.groups - 1  # the last group of a row
+    if (lay.groups % 2 and (codes[:, BLOCK_ROWS * (lay.pairs - 1):] >> 4).any()) or signs[:, 2 * lay.groups:].any():
+        raise ValueError(f"Packed: the streams hold a group past shape[1] = {cols}: the shape claims fewer "
+                         f"columns than were packed")
+    used = cols - f.group * j  # weights of the last group inside the row
+    if used < f.group:
+        nib = (codes[:, BLOCK_ROWS * (j >> 1):BLOCK_ROWS * (j >> 1) + BLOCK_ROWS] >> (4 * (j & 1))) & 15
+        if f.signed:
+            nib = nib | np.unpackbits(signs[:, 2 * j:2 * j + 2], axis=1, bitorder="little") << 4
+        if _DECODE[fmt][nib.reshape(-1)[:rows]][:, used:].any():
+            raise ValueError(f"Packed: the streams hold nonzero weights past shape[1] = {cols} (in the last "
+                             f"group of {f.group}): the shape claims fewer columns than were packed")
+    return rows, cols
 
 
 def _format(fmt: str) -> Format:
@@ -212,8 +284,8 @@ def bits_per_weight(fmt: str, shape: tuple[int, int], scales: str | int = "row")
         n_scales = 1
     elif scales == "row":
         n_scales = lay.rows
-    elif isinstance(scales, (int, np.integer)) and scales > 0:
-        n_scales = lay.rows * -(-lay.cols // int(scales))
+    elif checks.is_number(scales):
+        n_scales = lay.rows * -(-lay.cols // checks.integer("scales", scales, 1))
     else:
         raise ValueError(f"scales must be 'tensor', 'row' or a positive group size, got {scales!r}")
     bits = dict(index=8 * lay.blocks * lay.code_bytes, sign=8 * lay.blocks * lay.sign_bytes, scales=32 * n_scales)
@@ -231,7 +303,7 @@ def sparse_ternarize(W: np.ndarray, group_size: int | None = None) -> tuple[np.n
 
     ``W`` is ``(n_out, n_in)`` float with ``n_in % 4 == 0``. ``T`` is int8 with exactly one zero in
     every group of 4 along the last axis; ``scale`` is float32 ``(n_out,)`` or, with ``group_size``,
-    ``(n_out, n_in // group_size)``. Tie-break: see the module docstring.
+    ``(n_out, n_in // group_size)``. Tie-break: see the module docstring. NaN or inf in ``W`` raises.
     """
     W = np.asarray(W)
     if W.ndim != 2 or W.dtype.kind != "f" or W.size == 0:
@@ -239,7 +311,7 @@ def sparse_ternarize(W: np.ndarray, group_size: int | None = None) -> tuple[np.n
     n_out, n_in = W.shape
     if n_in % 4:
         raise ValueError(f"W: the input dimension (last axis) must be a multiple of 4, got {n_in}")
-    gs = n_in if group_size is None else int(group_size)
+    gs = n_in if group_size is None else checks.integer("group_size", group_size, 1)
     if gs <= 0 or gs % 4 or n_in % gs:
         raise ValueError(f"group_size must be a positive multiple of 4 dividing {n_in}, got {group_size}")
     if not np.isfinite(W).all():
@@ -412,7 +484,7 @@ def _check_packed(fmt: str, packed: Packed) -> Layout:
 
 def _unpack(fmt: str, packed: Packed, shape) -> np.ndarray:
     lay = _check_packed(fmt, packed)
-    if shape is not None and tuple(int(s) for s in shape) != (lay.rows, lay.cols):
+    if shape is not None and _shape(shape) != (lay.rows, lay.cols):
         raise ValueError(f"shape {tuple(shape)} does not match the packed shape {packed.shape}")
     T = np.empty((lay.rows, lay.cols), np.int8)
     codes, signs = np.ascontiguousarray(packed.codes), np.ascontiguousarray(packed.signs)
@@ -606,7 +678,8 @@ def _lut_tile(typingctx, codes, signs, lut, out, b, p0, npairs, c0, level, signe
 def gemv(fmt: str, packed: Packed, scale: np.ndarray, x: np.ndarray, *, parallel: bool = True,
          simd: str | None = None) -> np.ndarray:
     """``y = scale * (T @ x)`` for a matrix ``T`` packed in ``fmt`` ("sherry", "tl2" or "i2") and
-    float32 activations ``x`` of shape ``(n_in,)``; ``y`` is float32 ``(n_out,)``.
+    float32 activations ``x`` of shape ``(n_in,)``; ``y`` is float32 ``(n_out,)``. NaN or inf in
+    ``scale`` or ``x`` (after the cast to float32) raises.
 
     ``scale`` has shape ``()``, ``(n_out,)`` or ``(n_out, n_groups)`` (see the module docstring).
     ``parallel=False`` runs on one thread; ``simd`` picks a lower SIMD path.
@@ -638,21 +711,28 @@ def simd_level(simd: str | None = None) -> int:
 
 
 def _scale_rows(scale, lay: Layout, G: int) -> np.ndarray:
-    """The scale as float32 ``(rows, n_segments)``; checks that scale groups cover whole pairs."""
+    """The scale as float32 ``(rows, n_segments)``; checks that scale groups cover whole pairs and
+    that it is finite (in float32)."""
     s = np.asarray(scale)
     if s.dtype.kind != "f":
         raise ValueError(f"scale must be float, got dtype {s.dtype}")
+    if s.dtype != np.float32 and not np.isfinite(s).all():  # before the cast, which would warn of an overflow
+        raise ValueError("scale must be finite in float32 (no NaN or inf)")
     if s.ndim == 0 or s.shape == (1,):
-        return np.full((lay.rows, 1), s.reshape(()), np.float32)
-    if s.ndim == 1 and s.shape[0] == lay.rows:
-        return np.ascontiguousarray(s.reshape(-1, 1), dtype=np.float32)
-    if s.ndim == 2 and s.shape[0] == lay.rows and s.shape[1] >= 1:
+        out = np.full((lay.rows, 1), s.reshape(()), np.float32)
+    elif s.ndim == 1 and s.shape[0] == lay.rows:
+        out = np.ascontiguousarray(s.reshape(-1, 1), dtype=np.float32)
+    elif s.ndim == 2 and s.shape[0] == lay.rows and s.shape[1] >= 1:
         nseg = s.shape[1]
         if lay.cols % nseg or (nseg > 1 and (lay.cols // nseg) % (2 * G)):
             raise ValueError(f"scale: {nseg} groups per row of {lay.cols} inputs must each cover whole pairs "
                              f"of {G}-weight groups (group_size a multiple of {2 * G})")
-        return np.ascontiguousarray(s, dtype=np.float32)
-    raise ValueError(f"scale must have shape (), ({lay.rows},) or ({lay.rows}, n_groups), got {s.shape}")
+        out = np.ascontiguousarray(s, dtype=np.float32)
+    else:
+        raise ValueError(f"scale must have shape (), ({lay.rows},) or ({lay.rows}, n_groups), got {s.shape}")
+    if not np.isfinite(out).all():
+        raise ValueError("scale must be finite in float32 (no NaN or inf)")
+    return out
 
 
 def _matmul(fmt, packed, scale, X, parallel, simd, vector):
@@ -667,7 +747,10 @@ def _matmul(fmt, packed, scale, X, parallel, simd, vector):
         raise ValueError(f"{name} must have shape {want}, got {X.shape}")
     if X.dtype.kind != "f":
         raise ValueError(f"{name} must be float (float32 activations), got dtype {X.dtype}")
-    X2 = np.ascontiguousarray(X[None] if vector else X, dtype=np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):  # a value beyond float32 becomes inf: refused just below
+        X2 = np.ascontiguousarray(X[None] if vector else X, dtype=np.float32)
+    if not np.isfinite(X2).all():
+        raise ValueError(f"{name} must be finite in float32 (no NaN or inf)")
     s = _scale_rows(scale, lay, f.group)
     Y = np.empty((X2.shape[0], lay.rows), np.float32)
     codes, signs = np.ascontiguousarray(packed.codes), np.ascontiguousarray(packed.signs)

