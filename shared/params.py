@@ -69,6 +69,11 @@ class Param:
     max_open: bool = False  # float: the value must be < max (not <=)
     allow_nonfinite: bool = False  # float: NaN and ±inf pass (±inf still meets the bounds)
     rule: tuple[str, Callable[[Any], bool]] | None = None  # (what a value must be, predicate of one value)
+    #: str: the value is a local path, made absolute (``~`` expanded) against the caller's working
+    #: folder, so the notebook (which runs in ``notebooks/``) reads the folder the user named;
+    #: ``''`` and the names in ``path_keep`` (e.g. a built-in teacher) stay as they are
+    path: bool = False
+    path_keep: tuple[str, ...] = ()
 
     def __post_init__(self):
         kind = (self.elem or str) if self.type is list else self.type
@@ -92,6 +97,8 @@ class Param:
             raise ValueError(f"Param {self.name!r}: min {self.min} exceeds max {self.max}")
         if self.type is list and (self.min_len < 0 or (self.max_len is not None and self.max_len < self.min_len)):
             raise ValueError(f"Param {self.name!r}: need 0 <= min_len <= max_len")
+        if (self.path or self.path_keep) and kind is not str:
+            raise TypeError(f"Param {self.name!r}: path is for str parameters only")
         if self.rule is not None and not (isinstance(self.rule, tuple) and len(self.rule) == 2
                                           and isinstance(self.rule[0], str) and callable(self.rule[1])):
             raise TypeError(f"Param {self.name!r}: rule must be (message, predicate)")
@@ -124,6 +131,8 @@ class Param:
             if not isinstance(value, str):
                 raise ParamError(f"{where}: expected str, got {value!r} ({type(value).__name__})")
             v = str(value)
+            if self.path and v and v not in self.path_keep:
+                v = str(Path(v).expanduser().absolute())
         elif typ is int:
             try:
                 v = checks.integer(self.name, value)

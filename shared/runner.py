@@ -148,6 +148,11 @@ def cached(paper_id: str, profile: str, out_dir: str | os.PathLike, key: str) ->
         run = io.read_json(record)
     except (OSError, ValueError):
         return None
+    if not (isinstance(run, dict) and isinstance(run.get("results", []), list)
+            and all(isinstance(n, str) for n in run.get("results", []))
+            and isinstance(run.get("wall_s", 0.0), (int, float)) and not isinstance(run.get("wall_s"), bool)
+            and isinstance(run.get("finished", ""), str) and isinstance(run.get("params", {}), dict)):
+        return None  # not a record acl26 wrote: run again (and the write then names the file)
     nb = out / f"{paper_id}.ipynb"
     files = [out / "results" / name for name in run.get("results", [])]
     if (not key or run.get("key") != key or run.get("profile") != profile or not nb.is_file()

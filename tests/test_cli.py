@@ -66,7 +66,7 @@ def test_sigterm_unwinds_like_ctrl_c():
 
     from acl26 import cli
 
-    old = signal.signal(signal.SIGTERM, cli._terminate)
+    old = signal.signal(signal.SIGTERM, cli._Stop())
     try:
         with pytest.raises(KeyboardInterrupt, match="signal"):
             os.kill(os.getpid(), signal.SIGTERM)

@@ -279,3 +279,39 @@ def test_a_signal_during_import_or_work_is_one_line(sig, delay):
         return
     assert proc.returncode == 130, (proc.returncode, err)
     _one_error(err, "interrupted")
+
+
+def test_a_second_signal_forces_the_stop(tmp_path):
+    """Ctrl-C twice: the first unwinds (here, a cleanup that hangs), the second ends the process."""
+    code = ("import time, sys\nfrom acl26 import cli\n"
+            "def hang(args):\n"
+            "    try:\n        time.sleep(60)\n    finally:\n"
+            "        print('cleaning', flush=True)\n        time.sleep(60)\n"
+            "p = cli.build_parser\n"
+            "def build():\n    parser = p()\n"
+            "    parser._subparsers._group_actions[0].choices['list'].set_defaults(func=hang)\n    return parser\n"
+            "cli.build_parser = build\nsys.exit(cli.main(['list']))\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    proc.send_signal(signal.SIGINT)
+    assert proc.stdout.readline().strip() == "cleaning"
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGINT
+
+
+def test_a_keyerror_from_a_bug_is_not_shown_as_a_bare_key(monkeypatch, capsys):
+    def bug(args):
+        return {}["machine"]
+
+    parser = cli.build_parser
+    monkeypatch.setattr(cli, "build_parser", lambda: _with(parser(), "list", bug))
+    assert cli.main(["list"]) == cli.INTERNAL_ERROR
+    _one_error(capsys.readouterr().err, "internal error", "KeyError", "machine")
+    assert cli.main(["run", "nope"]) == 2  # unknown paper: a sentence, the user's error
+    _one_error(capsys.readouterr().err, "unknown paper 'nope'")
+
+
+def test_a_closed_pipe_is_quiet():
+    proc = subprocess.run(f"{ACL26} list | head -c 10 > /dev/null", shell=True, capture_output=True, text=True)
+    assert "Traceback" not in proc.stderr and "error" not in proc.stderr

@@ -420,3 +420,18 @@ def test_cross_check_messages_name_the_parameters_and_their_values():
                      checks=(("a must be below b", lambda p: p["a"] < p["b"]),))
     with pytest.raises(ParamError, match=r"^x: a must be below b \(got a=3, b=2\)$"):
         spec.resolve("smoke", {"a": 3})
+
+
+def test_path_parameters_are_made_absolute_against_the_callers_folder(tmp_path, monkeypatch):
+    """The notebook runs in notebooks/: a relative folder the user named must reach it as the same folder."""
+    from acl26 import runner
+
+    for name in ("i", "t"):
+        (tmp_path / "models" / name).mkdir(parents=True)
+        (tmp_path / "models" / name / "config.json").write_text("{}")
+        (tmp_path / "models" / name / "tokenizer_config.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    p = runner.resolve("model_interpolation", "smoke", {"instruct": "models/i", "thinking": "models/t"})
+    assert p["instruct"] == str(tmp_path / "models" / "i") and p["thinking"] == str(tmp_path / "models" / "t")
+    assert runner.resolve("mta", "smoke", {"teacher": "tiny"})["teacher"] == "tiny"  # a name stays a name
+    assert runner.resolve("alloc_moe", "smoke", {"checkpoint": ""})["checkpoint"] == ""

@@ -304,7 +304,8 @@ def test_generate_writes_all_pages_or_none(tmp_path, cache):
     _one_line(err.value, generated / "claims.md")
     assert sorted(p.name for p in generated.iterdir()) == ["claims.md"], "no page written when one is refused"
     written = book.generate(tmp_path / "executed", generated, overwrite=True)
-    assert len(written) == 6 and book.generate(tmp_path / "executed", generated) == written
+    assert [p.name for p in written] == list(book.GENERATED)
+    assert book.generate(tmp_path / "executed", generated) == written
     with pytest.raises(io.OutputExistsError, match="is a folder"):
         book.generate(tmp_path / "executed", _foreign_folder(tmp_path / "g2" / "claims.md").parent)
 
@@ -503,3 +504,77 @@ def test_importing_the_package_creates_no_folder(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [], "importing acl26 created a folder"
     assert paths.cache_root() != tmp_path / "c"  # (this process's env is untouched)
+
+
+# ---- inputs are decided on the files themselves, not on their paths' spelling
+
+
+def test_inputs_through_links_and_dotdot_are_protected(tmp_path):
+    (tmp_path / "data" / "x" / "y").mkdir(parents=True)
+    model = tmp_path / "data" / "x" / "m"
+    model.mkdir()
+    (model / "w.bin").write_text("weights")
+    link = tmp_path / "lnk"
+    link.symlink_to(tmp_path / "data" / "x" / "y")
+    with pytest.raises(io.OutputExistsError, match="input"):  # lnk/../m is data/x/m, not tmp/m
+        with io.atomic_dir(tmp_path / "data" / "x", overwrite=True, inputs=[link / ".." / "m" / "w.bin"]):
+            pass
+    alias = tmp_path / "alias"
+    alias.symlink_to(model)
+    with pytest.raises(io.OutputExistsError, match="input"):  # the input named through a link
+        with io.atomic_dir(model, overwrite=True, inputs=[alias]):
+            pass
+    for bad in (model / "sub" / "..", Path(".")):
+        with pytest.raises(io.OutputExistsError, match="not a name"):
+            with io.atomic_dir(bad, overwrite=True):
+                pass
+    assert (model / "w.bin").read_text() == "weights"
+
+
+def test_a_same_size_edit_makes_a_folder_the_users(tmp_path):
+    with io.atomic_dir(tmp_path / "out") as tmp:
+        (tmp / "w.bin").write_bytes(b"A" * 100)
+    (tmp_path / "out" / "w.bin").write_bytes(b"U" * 100)  # fine-tuned in place: same size
+    with pytest.raises(io.OutputExistsError):
+        with io.atomic_dir(tmp_path / "out"):
+            pass
+    assert (tmp_path / "out" / "w.bin").read_bytes() == b"U" * 100
+
+
+def test_a_shard_that_links_into_the_target_is_an_input(tmp_path):
+    from acl26.papers.model_interpolation import merge as M
+
+    a, b = _tiny_pair(tmp_path / "models")
+    merged = M.interpolate_files(a, b, tmp_path / "merged", 0.5)
+    (a / "model.safetensors").unlink()
+    (a / "model.safetensors").symlink_to(merged / "model.safetensors")
+    with pytest.raises(io.OutputExistsError, match="input"):
+        M.interpolate_files(a, b, merged, 0.5, overwrite=True)
+    assert (merged / "model.safetensors").is_file()
+
+
+def test_bookkeeping_names_are_not_targets(tmp_path):
+    with pytest.raises(io.OutputExistsError, match="bookkeeping"):
+        io.write_text(tmp_path / io.FILE_LEDGER, '{"victim.txt": [1, 2, 3]}')
+
+
+def test_files_get_the_users_umask_not_private_modes(tmp_path):
+    old = os.umask(0o022)
+    try:
+        io.write_text(tmp_path / "f.txt", "x")
+        with io.atomic_dir(tmp_path / "d"):
+            pass
+    finally:
+        os.umask(old)
+    assert (tmp_path / "f.txt").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "d").stat().st_mode & 0o777 == 0o755
+
+
+def test_kernels_import_with_the_jit_disabled(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", "import acl26.kernels.ternary, acl26.kernels.tokmerge, "
+                           "acl26.kernels.dp_alloc"], env={**os.environ, "NUMBA_DISABLE_JIT": "1"},
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

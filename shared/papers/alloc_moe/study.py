@@ -74,7 +74,7 @@ SPEC = ParamSpec(
         Param("models_profile", str, "profile of the shared MoE LM (models page)", choices=("smoke", "book", "paper")),
         Param("checkpoint", str, "local folder of a real Hugging Face MoE checkpoint (DeepSeek-V2-Lite, OLMoE, "
               "Qwen1.5-MoE, ...) to profile and allocate instead of the shared MoE; '' for the shared MoE",
-              rule=folder_with("config.json", "tokenizer_config.json")),
+              rule=folder_with("config.json", "tokenizer_config.json"), path=True),
         Param("seeds", list, "training seeds of the shared MoE for the half-budget headline (first: the main model)",
               elem=int, min_len=1, min=0, max=SEED_MAX),
         Param("budgets", list, "budgets as uniform-equivalent k (budget = k x layers), each below the native top-k",

@@ -300,8 +300,10 @@ def interpolate_files(instruct_dir, thinking_dir, out_dir, lam: float, *, layers
     sel_layers, sel_modules = _selection(layers, modules)
     checks.integer("shard_bytes", shard_bytes, 1)
     a_dir, b_dir, out_dir = Path(instruct_dir), Path(thinking_dir), Path(out_dir)
-    io.check_target(out_dir, kind="folder", overwrite=overwrite, inputs=(a_dir, b_dir), name="out_dir")
     a_map, b_map = _shards(a_dir), _shards(b_dir)
+    # the inputs are both folders and every file read (an index may point elsewhere, a shard may be a link)
+    inputs = (a_dir, b_dir, *set(a_map.values()), *set(b_map.values()))
+    io.check_target(out_dir, kind="folder", overwrite=overwrite, inputs=inputs, name="out_dir")
     _check_keys(a_map, b_map)
     if sel_layers is not None:
         present = {layer_of(n) for n in a_map} - {None}
@@ -309,7 +311,7 @@ def interpolate_files(instruct_dir, thinking_dir, out_dir, lam: float, *, layers
         if missing:
             raise ValueError(f"layers {missing} are not layers of these models (they have {len(present)})")
     names = sorted(a_map)
-    with io.atomic_dir(out_dir, overwrite=overwrite, inputs=(a_dir, b_dir), name="out_dir") as tmp:
+    with io.atomic_dir(out_dir, overwrite=overwrite, inputs=inputs, name="out_dir") as tmp:
         shard: dict[str, torch.Tensor] = {}
         size, files, total = 0, [], 0
         weight_map = {}

@@ -52,10 +52,11 @@ SPEC = ParamSpec(
     paper="model_interpolation",
     params=(
         Param("parent", str, "parent of the pair made here: SmolLM2-135M-Instruct or a tiny LM", choices=("smollm2", "tiny")),
-        Param("instruct", str, "local HF folder of an Instruct checkpoint ('' = the pair made here)"),
-        Param("thinking", str, "local HF folder of its Thinking sibling ('' = the pair made here)"),
+        Param("instruct", str, "local HF folder of an Instruct checkpoint ('' = the pair made here)", path=True),
+        Param("thinking", str, "local HF folder of its Thinking sibling ('' = the pair made here)", path=True),
         Param("base", str, "local HF folder of their shared base, for TA and TIES ('' = the parent of the pair made "
-              "here; with a local pair and no base, TA and TIES are not run)", rule=folder_with("config.json")),
+              "here; with a local pair and no base, TA and TIES are not run)", rule=folder_with("config.json"),
+              path=True),
         Param("merge", str, "how each merged model is made: 'memory' (interpolate on state dicts, 3 model-sizes) or "
               "'streamed' (interpolate_files over the two checkpoints on disk, near one model-size; for paper-scale pairs)",
               choices=("memory", "streamed")),

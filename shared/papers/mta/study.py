@@ -67,9 +67,9 @@ SPEC = ParamSpec(
     paper="mta",
     params=(
         Param("teacher", str, "the teacher: 'smollm2' (SmolLM2-135M-Instruct), 'tiny' (a random 4-layer LM, smoke "
-              "profile) or a local HF folder", rule=_TEACHER_RULE),
+              "profile) or a local HF folder", rule=_TEACHER_RULE, path=True, path_keep=tuple(TEACHER_LAYERS)),
         Param("student", str, "a local HF folder of the start student ('' = made here: a layer subset of the "
-              "teacher, then a recovery training)", rule=folder_with("config.json")),
+              "teacher, then a recovery training)", rule=folder_with("config.json"), path=True),
         Param("student_layers", int, "layers of the student made here (evenly spaced teacher layers)", min=1),
         Param("recovery_steps", int, "recovery training of the student made here: steps", min=1),
         Param("recovery_batch", int, "recovery training: blocks per step", min=1),
