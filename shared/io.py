@@ -82,6 +82,7 @@ def _record(path: Path, signature: list[int] | None) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(ledger, fh, sort_keys=True)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, folder / FILE_LEDGER)
     finally:
         with contextlib.suppress(FileNotFoundError):
