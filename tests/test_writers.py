@@ -578,3 +578,78 @@ def test_kernels_import_with_the_jit_disabled(tmp_path):
                            "acl26.kernels.dp_alloc"], env={**os.environ, "NUMBA_DISABLE_JIT": "1"},
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+# ---- the remaining writers: an asset's folder, the book's build record, a file where a cache folder goes
+
+
+@pytest.mark.parametrize("case", ["folder", "file"])
+def test_fetch_refuses_a_foreign_asset_folder(cache, monkeypatch, tmp_path, case):
+    from test_assets import _entry, _fake_download
+
+    from acl26 import assets
+
+    fake = _fake_download(b"module.exports = 1;\n")
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    fake(["npm"], probe)
+    monkeypatch.setattr(assets.subprocess, "run", fake)
+    manifest = assets.load_manifest(_entry(sha256=assets.sha256_file(probe / "is-number-7.0.0.tgz")))
+    target = cache / "assets" / "tiny"
+    (_foreign_folder if case == "folder" else _foreign_file)(target)  # no asset stamp: not acl26's
+    before = _tree(target)
+    with pytest.raises(io.OutputExistsError):
+        assets.fetch(manifest=manifest, progress=False)
+    assert _tree(target) == before
+    assets.fetch(manifest=manifest, progress=False, force=True)  # --force: asked for
+    assert (target / "package" / "index.js").is_file() and not (target / "notes.txt").exists()
+
+
+def test_book_refuses_a_foreign_build_record_before_any_work(tmp_path, monkeypatch, capsys):
+    from acl26 import assets, cli
+
+    root = tmp_path / "repo"
+    (root / "book" / "executed").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[project]\nname = "acl26-repro"\n')
+    _foreign_file(root / "book" / "executed" / "build.json")
+    monkeypatch.chdir(root)
+    monkeypatch.setattr(assets, "fetch", lambda *a, **k: pytest.fail("worked before checking"))
+    assert cli.main(["book", "--skip-run", "--skip-bench", "--skip-build"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "build.json" in err[0] and "--force" in err[0]
+    assert (root / "book" / "executed" / "build.json").read_text() == "a user's file"
+
+
+def test_cache_writers_refuse_a_file_where_their_folder_goes(cache, monkeypatch, tmp_path):
+    from tokenizers import Tokenizer, models as tk_models
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from acl26 import corpus
+    from acl26.papers.model_interpolation import study
+    from acl26.papers.mta import data
+    from acl26.papers.sherry import llamacpp
+
+    monkeypatch.setattr(corpus, "_corpus_key", lambda config: "k")
+    docs = [corpus.Document("s", f"t{i}", "a b") for i in range(12)]
+    tok = Tokenizer(tk_models.WordLevel({"a": 0, "b": 1}, unk_token="a"))
+    files = [_foreign_file(cache / "corpus" / "k"), _foreign_file(cache / "tokenizers" / "bpe-k"),
+             _foreign_file(cache / "mta" / f"teacher-{'k' * 16}"),
+             _foreign_file(cache / "model_interpolation" / "streamed-merge"), _foreign_file(tmp_path / "build")]
+    with pytest.raises(io.OutputExistsError):
+        corpus.load_corpus(tok, documents=docs, separator=None, progress=False)
+    with pytest.raises(io.OutputExistsError):
+        corpus.train_bpe(300, documents=docs, progress=False)
+    cfg = LlamaConfig(vocab_size=32, hidden_size=8, intermediate_size=16, num_hidden_layers=2, num_attention_heads=2,
+                      num_key_value_heads=1, max_position_embeddings=16)
+    monkeypatch.setattr(data, "digest", lambda obj: "k" * 32)
+    monkeypatch.setattr(data, "encoded_digest", lambda items: "i")
+    with pytest.raises(io.OutputExistsError):
+        data.teacher_cache(LlamaForCausalLM(cfg), [SimpleNamespace(ids=[1, 2])], [1], top_k=2, pad_id=0, progress=False)
+    a, b = _tiny_pair(tmp_path / "models")
+    with pytest.raises(io.OutputExistsError):
+        study.merged({"instruct_dir": a, "thinking_dir": b}, {"merge": "streamed", "dtype": "float32"}, 0.5)
+    monkeypatch.setattr(llamacpp, "build_dir", lambda: tmp_path / "build")
+    monkeypatch.setattr(llamacpp, "available", lambda: False)
+    with pytest.raises(io.OutputExistsError):
+        llamacpp.build()
+    assert all(f.read_text() == "a user's file" for f in files)
