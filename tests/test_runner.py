@@ -128,3 +128,50 @@ def test_source_digest_of_a_chapter_leaves_out_the_other_chapters(tmp_path, monk
     (kern / "k.py").write_text("# kernel, edited\n")
     assert all(v != after[c] for c, v in digests().items())
     execution.source_digest.cache_clear()
+
+
+def test_editing_one_kernel_re_runs_only_the_chapters_that_use_it(tmp_path, monkeypatch):
+    from acl26 import execution
+
+    pkg, kern = tmp_path / "acl26", tmp_path / "kernels"
+    (pkg / "papers").mkdir(parents=True)
+    (pkg / "core.py").write_text("# core\n")
+    kern.mkdir()
+    for f in ("__init__.py", "_jit.py", "k1.py", "k2.py"):
+        (kern / f).write_text(f"# {f}\n")
+    monkeypatch.setattr(execution, "_package_roots", lambda: [pkg, kern])
+    uses = {"a": ("k1",), "b": ("k2",), "c": ()}
+
+    def digests():
+        execution.source_digest.cache_clear()
+        return {c: execution.source_digest(c, k) for c, k in uses.items()}
+
+    before = digests()
+    (kern / "k1.py").write_text("# k1, edited\n")
+    after = digests()
+    assert after["a"] != before["a"] and after["b"] == before["b"] and after["c"] == before["c"]
+    (kern / "_jit.py").write_text("# the shared jit, edited\n")  # every chapter's kernels compile through it
+    assert all(v != after[c] for c, v in digests().items())
+    execution.source_digest.cache_clear()
+
+
+def test_every_chapter_declares_the_kernels_it_imports():
+    """A kernel a chapter runs but does not declare would not re-run it when edited."""
+    import ast
+
+    from acl26 import registry
+
+    root = Path(registry.__file__).parent / "papers"
+    for chapter in registry.CHAPTERS.values():
+        used = set()
+        for path in (root / chapter.id).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module == "acl26.kernels":
+                    used |= {a.name for a in node.names}
+                elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("acl26.kernels."):
+                    used.add(node.module.split(".")[2])
+                elif isinstance(node, ast.Import):
+                    used |= {a.name.split(".")[2] for a in node.names if a.name.startswith("acl26.kernels.")}
+        used = {m for m in used if not m.startswith("_")}
+        assert used <= set(chapter.kernels), f"{chapter.id} imports kernels {sorted(used - set(chapter.kernels))} " \
+                                             f"it does not declare in CHAPTER.kernels"

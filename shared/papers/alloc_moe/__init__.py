@@ -25,6 +25,7 @@ CHAPTER = Chapter(
     assets=zoo.ASSETS,
     benchmarks=study.benchmarks,
     order=30,
+    kernels=("dp_alloc",),
 )
 
 __all__ = ["CHAPTER", "Counter", "Policy", "alloc_t", "alloc_t_mask", "budgeted", "moe_blocks", "native_k", "skip",

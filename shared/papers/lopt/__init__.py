@@ -29,6 +29,7 @@ CHAPTER = Chapter(
             "shakespeare"),
     benchmarks=_bench.benchmarks,
     order=20,
+    kernels=("tokmerge",),
 )
 
 __all__ = ["CHAPTER", "DEFAULT_CHUNK_CHARS", "DEFAULT_OVERLAP_CHARS", "POOLS", "Stats", "backend", "chunk_spans",

@@ -9,7 +9,7 @@ packed deployment layer); the packed formats and kernels are :mod:`acl26.kernels
 
 from acl26 import zoo
 from acl26.chapter import Chapter
-from acl26.papers.sherry import study
+from acl26.papers.sherry import llamacpp, study
 from acl26.papers.sherry.qat import (MODES, PackedLinear, QATMonitor, QuantLinear, absmean, arenas_lambda,
                                      effective_rank, quantize, quantized_layers, sparse34, to_packed, wrap)
 
@@ -25,6 +25,9 @@ CHAPTER = Chapter(
     assets=("smollm2", *zoo.ASSETS),
     benchmarks=study.benchmarks,
     order=10,
+    prepare=llamacpp.prepare,
+    fragments={"intro_sherry_shapes.md": study.decoded_shapes},
+    kernels=("ternary",),
 )
 
 __all__ = ["CHAPTER", "MODES", "PackedLinear", "QATMonitor", "QuantLinear", "absmean", "arenas_lambda", "effective_rank",

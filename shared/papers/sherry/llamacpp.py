@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 from acl26 import assets, checks, io, machine, paths
@@ -62,7 +63,7 @@ def available() -> bool:
 
 def require() -> None:
     if not available():
-        raise LlamaCppMissing("llama.cpp is not built here: run `acl26 build-llamacpp` (needs cmake, a C++ "
+        raise LlamaCppMissing("llama.cpp is not built here: run `acl26 prepare sherry` (needs cmake, a C++ "
                               "compiler and ninja or make; a few minutes once, then cached)")
 
 
@@ -107,6 +108,17 @@ def build(*, jobs: int | None = None, force: bool = False) -> Path:
         io.write_json(tmp / "build.json", {"flags": list(CMAKE_FLAGS), "cpu": machine.cpu_model(),
                                            "source": assets.load_manifest()[ASSET].spec})
     return final
+
+
+def prepare(force: bool = False) -> str | None:
+    """The Sherry chapter's ``prepare`` hook (``acl26 prepare sherry``, ``acl26 book``): build llama.cpp's
+    timing tools once. None when they are built already (and not ``force``); raises
+    :class:`LlamaCppMissing` when they cannot be built here."""
+    if available() and not force:
+        return None
+    t0 = time.perf_counter()
+    where = build(force=force)
+    return f"llama.cpp (Sherry's peer kernels) built in {time.perf_counter() - t0:.0f} s into {where}"
 
 
 _PERF_LINE = re.compile(r"MUL_MAT\((?P<params>.*?)\):\s+(?P<runs>\d+) runs -\s+(?P<us>[\d.]+) us/run")

@@ -165,7 +165,7 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
                 bar.update(1)
 
             peer_reasons = {k: (None if llamacpp.available() else
-                                "llama.cpp is not built here (`acl26 build-llamacpp`)") for k in peers}
+                                "llama.cpp is not built here (`acl26 prepare sherry`)") for k in peers}
             for k in peers:
                 peer_reasons[k] = peer_reasons[k] or llamacpp.peer_skip_reason(s, k, max_gb=max_gb)
             peer_todo = [k for k in peers if peer_reasons[k] is None]

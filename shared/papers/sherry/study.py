@@ -217,6 +217,20 @@ def packed_perplexity(result, val: torch.Tensor) -> dict:
 GEMV_SHAPES = ((4096, 4096), (4096, 14336))
 
 
+def decoded_shapes(result: dict | None) -> str:
+    """The intro's fragment: which (shape, format) pairs the Sherry run decoded and which it skipped."""
+    rows = ((result or {}).get("metrics") or {}).get("speed") or []
+    if not rows:
+        return "*(the Sherry chapter has not run in this build)*\n"
+    lines = []
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        done = [r["format"] for r in rows if r["shape"] == shape and r["status"] == "ok"]
+        skipped = [f"{r['format']} ({r['reason']})" for r in rows if r["shape"] == shape and r["status"] != "ok"]
+        text = f"- `{shape}`: decoded in {', '.join(done) or 'no format'}"
+        lines.append(text + (f"; skipped: {'; '.join(skipped)}" if skipped else "") + ".")
+    return "\n".join(lines) + "\n"
+
+
 def benchmarks(quick: bool = False) -> dict:
     """``acl26 bench sherry``: the kernel micro-benchmarks and the decode-speed goals."""
     kern = kernel_bench.benchmarks(quick=quick)
@@ -235,7 +249,7 @@ def _peer_benchmarks(quick: bool) -> dict:
     goals = [dict(goal=f"Sherry GEMV faster than llama.cpp's TQ1_0 and TQ2_0 ({m} x {k}, same threads)",
                   target="t(sherry) < t(TQ2_0) and < t(TQ1_0)") for m, k in shapes]
     if not llamacpp.available():
-        return {"rows": [], "goals": [dict(g, measured="llama.cpp not built here (acl26 build-llamacpp)", met=None)
+        return {"rows": [], "goals": [dict(g, measured="llama.cpp not built here (acl26 prepare sherry)", met=None)
                                       for g in goals],
                 "note": "llama.cpp was not built, so its kernels were not timed."}
     rows, done = [], []
@@ -356,7 +370,7 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
             ledger.untested("speed_vs_ggml", "the llama.cpp comparison lacks Sherry, TQ1_0 or TQ2_0")
     else:
         ledger.untested("speed_vs_ggml", results.get("llamacpp_reason") or "llama.cpp was not built here "
-                        "(`acl26 build-llamacpp`)")
+                        "(`acl26 prepare sherry`)")
 
     ptq = {r["mode"]: r["ppl"] for r in results["ptq"]}
     if {"fp", "sparse34"} <= set(ptq):
