@@ -139,20 +139,37 @@ def _counts(rows: list[dict]) -> dict[str, int]:
     return {v: sum(r["holds?"] == v for r in rows) for v in claims.VERDICTS}
 
 
-def _verdicts(result: dict, kind: str = "claim") -> str:
-    """E.g. "5 of 8 hold, 1 does not, 1 inconclusive, 1 not tested" (paper claims; checks apart)."""
-    rows = [r for r in result.get("claims", []) if r.get("kind", "claim") == kind]
-    if not rows:
-        return "no paper claims" if kind == "claim" else "no checks"
+#: how each kind of row is named in the pages (plural), in the order they are shown
+_KIND_NAMES = {"claim": "paper claims", "fact": "facts by construction", "check": "checks", "control": "controls"}
+
+
+def _of(result: dict, kind: str) -> list[dict]:
+    return [r for r in result.get("claims", []) if r.get("kind", "claim") == kind]
+
+
+def _count_text(rows: list[dict]) -> str:
+    """E.g. "5 of 9 hold, 1 does not, 1 inconclusive, 1 not testable here, 1 not tested"."""
     c = _counts(rows)
-    text = (f"{c[claims.HOLDS]} of {len(rows)} hold, {c[claims.FAILS]} do{'es' if c[claims.FAILS] == 1 else ''} not, "
-            f"{c[claims.INCONCLUSIVE]} inconclusive, {c[claims.UNTESTED]} not tested")
-    return text if kind == "claim" else f"checks: {text}"
+    return (f"{c[claims.HOLDS]} of {len(rows)} hold, {c[claims.FAILS]} do{'es' if c[claims.FAILS] == 1 else ''} not, "
+            f"{c[claims.INCONCLUSIVE]} inconclusive, {c[claims.NOT_TESTABLE]} not testable here, "
+            f"{c[claims.UNTESTED]} not tested")
+
+
+def _verdicts(result: dict, kind: str = "claim") -> str:
+    """The counts of one kind of row, e.g. "5 of 9 hold, ... , 1 not tested" for the paper claims."""
+    rows = _of(result, kind)
+    if not rows:
+        return f"no {_KIND_NAMES[kind]}"
+    return _count_text(rows) if kind == "claim" else f"{_KIND_NAMES[kind]}: {_count_text(rows)}"
 
 
 def _summary(result: dict) -> str:
-    checks = [r for r in result.get("claims", []) if r.get("kind", "claim") == "check"]
-    return _verdicts(result) + (f"; {_verdicts(result, 'check')}" if checks else "")
+    """The paper claims' counts, then those of the other kinds a chapter has, apart."""
+    return "; ".join([_verdicts(result)] + [_verdicts(result, k) for k in ("fact", "control", "check") if _of(result, k)])
+
+
+def _ours(c: dict) -> str:
+    return c["ours"] + (f" — {c['note']}" if c.get("note") else "")
 
 
 def generated_names() -> tuple[str, ...]:
@@ -197,39 +214,50 @@ def generate(executed: Path, generated: Path, profile: str = "book", *, overwrit
                 raise BookError(f"{claims.result_path(pid, profile, executed / 'results')}: not a usable results "
                                 f"file for {name} ({type(exc).__name__}: {exc}); remake it with `acl26 run {pid}`") from None
 
-    # claims ledger: the paper claims of every chapter, the totals, then our own checks apart
+    # claims ledger: the paper claims of every chapter (only these count), then facts by construction,
+    # the controls and our own checks, each apart
     parts = []
-    all_claims = [c for res in results.values() for c in res.get("claims", []) if c.get("kind", "claim") == "claim"]
+    all_claims = [c for res in results.values() for c in _of(res, "claim")]
     if all_claims:
         tot = _counts(all_claims)
         parts.append(f"**All chapters:** {len(all_claims)} paper claims: {tot[claims.HOLDS]} hold, "
                      f"{tot[claims.FAILS]} do not hold, **{tot[claims.INCONCLUSIVE]} inconclusive**, "
-                     f"{tot[claims.UNTESTED]} not tested.\n")
-    check_parts = []
+                     f"**{tot[claims.NOT_TESTABLE]} not testable here**, {tot[claims.UNTESTED]} not tested. "
+                     f"Facts by construction, controls and our own checks are not counted.\n")
+    apart: dict[str, list[str]] = {"fact": [], "control": [], "check": []}
     for pid, paper in registry.CHAPTERS.items():
         res = results.get(pid)
         if not res:
             parts.append(f"## {paper.short_title}\n")
             parts.append(f"*Not run with the `{profile}` profile yet (`acl26 run {pid}`).*\n")
             continue
-        mine = [c for c in res["claims"] if c.get("kind", "claim") == "claim"]
-        checks_ = [c for c in res["claims"] if c.get("kind", "claim") == "check"]
+        mine = _of(res, "claim")
         if mine:
             parts.append(f"## {paper.short_title}\n")
             parts.append(f"Profile `{res['profile']}`, run {res['started']} ({res['wall_s']:.0f} s). {_verdicts(res)}.\n")
             parts.append(table([{"claim (source)": f"{c['claim']} ({c['source']})", "paper": c["paper"],
-                                 "ours": c["ours"] + (f" — {c['note']}" if c.get("note") else ""),
-                                 "interval": c.get("interval", "—"), "test": c["test"], "holds?": c["holds?"]}
-                                for c in mine]))
-        if checks_:
-            check_parts.append(f"### {paper.short_title}\n")
-            check_parts.append(table([{"check": c["claim"], "ours": c["ours"] + (f" — {c['note']}" if c.get("note") else ""),
-                                       "interval": c.get("interval", "—"), "test": c["test"], "holds?": c["holds?"]}
-                                      for c in checks_]))
-    if check_parts:
-        parts.append("## Our own checks\n\nSanity checks of our models and code, not claims of any paper; they "
-                     "are not counted above.\n")
-        parts += check_parts
+                                 "ours": _ours(c), "interval": c.get("interval", "—"),
+                                 "half-width / margin": c.get("half-width / margin", "—"), "test": c["test"],
+                                 "holds?": c["holds?"]} for c in mine]))
+        for kind in apart:
+            rows = _of(res, kind)
+            if rows:
+                apart[kind].append(f"### {paper.short_title}\n")
+                apart[kind].append(table([{_KIND_NAMES[kind][:-1]: c["claim"], "ours": _ours(c),
+                                           "interval": c.get("interval", "—"),
+                                           "half-width / margin": c.get("half-width / margin", "—"),
+                                           "test": c["test"], "holds?": c["holds?"]} for c in rows]))
+    intro = {
+        "fact": "True by how we built it (bit counts, layout arithmetic); shown so the reader can check the "
+                "arithmetic, never counted as reproduced.",
+        "control": "Each shows that our setup can detect an effect of the size a claim's test needs. A claim "
+                   "whose control does not hold is *not testable here*, whatever its own figure.",
+        "check": "Sanity checks of our models and code, not claims of any paper.",
+    }
+    for kind, body in apart.items():
+        if body:
+            parts.append(f"## {_KIND_NAMES[kind].capitalize()}\n\n{intro[kind]} Not counted above.\n")
+            parts += body
     pages["claims.md"] = ("\n".join(parts))
 
     # performance

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from acl26.claims import Claim, Ledger
+from acl26.claims import Claim, Ledger, check_controls
 from acl26.params import ParamSpec
 
 KINDS = ("support", "paper")
@@ -64,6 +64,7 @@ class Chapter:
         ids = [c.id for c in self.claims]
         if len(set(ids)) != len(ids):
             raise ValueError(f"chapter {self.id!r}: duplicate claim ids {ids}")
+        check_controls(list(self.claims))
         if self.kind == "paper" and not self.arxiv:
             raise ValueError(f"chapter {self.id!r}: a paper chapter needs its arXiv id")
         for name in self.fragments:

@@ -12,8 +12,23 @@ over evaluation blocks, the range over timing repeats): the claim **holds** when
 passes its test, **does not hold** when the whole interval fails it, and is **inconclusive**
 otherwise. A point value (a bit count, an exact-match rate) is decided as it is.
 
-A :class:`Claim` of kind ``"check"`` is one of our own sanity checks (the model learns, the kernel
-agrees with its twin), not a claim of the paper: the tables show checks apart.
+Four kinds of row, shown apart; only the first counts as reproduced:
+
+* ``"claim"``: a paper's claim, decided by measurement;
+* ``"fact"``: a fact by construction (a bit count, layout arithmetic): true by how we built it;
+* ``"check"``: one of our own sanity checks (the model learns, the kernel agrees with its twin);
+* ``"control"``: a measured condition showing that our setup can detect an effect of the size a
+  claim's test needs (the subject responds, the interval is narrower than the margin).
+
+A claim names its controls (``controls=("experts_matter",)``). A control is decided first, on its
+own interval; where it does not hold (fails, is inconclusive, or could not be measured) the claim's
+verdict is **not testable here**, with the control's figure as the reason, whatever the claim's
+own measurement says. "Not testable here" is counted apart from "inconclusive": the first says the
+setup could not have shown the effect, the second that it could have and the data did not decide.
+
+A row decided on an interval also shows the interval's half-width beside the *margin*: the distance
+from the estimate to the nearest boundary of its test (``at_least(x)``: ``x``; ``within(x, r)``:
+``x ± r|x|``). An interval wider than its margin cannot decide the claim.
 """
 
 from __future__ import annotations
@@ -30,19 +45,32 @@ from typing import Any
 from acl26 import checks, io, machine, paths
 
 HOLDS, FAILS, INCONCLUSIVE, UNTESTED = "yes", "no", "inconclusive", "not tested"
-VERDICTS = (HOLDS, FAILS, INCONCLUSIVE, UNTESTED)
-KINDS = ("claim", "check")
+NOT_TESTABLE = "not testable here"
+VERDICTS = (HOLDS, FAILS, INCONCLUSIVE, NOT_TESTABLE, UNTESTED)
+KINDS = ("claim", "fact", "check", "control")
 
 
 @dataclass(frozen=True)
 class Test:
-    """Decides ``holds`` from a measured value; ``text`` says how, in words for the table."""
+    """Decides ``holds`` from a measured value; ``text`` says how, in words for the table.
+
+    ``boundaries``: the values where the verdict changes (a threshold, a tolerance band's two ends),
+    for :meth:`margin`; empty where the test has none (an equality, a free predicate)."""
 
     text: str
     fn: Callable[[Any], bool]
+    boundaries: tuple[float, ...] = ()
 
     def __call__(self, value: Any) -> bool:
         return bool(self.fn(value))
+
+    def margin(self, estimate: Any) -> float | None:
+        """The distance from ``estimate`` to the nearest boundary (None: no boundary, or no number)."""
+        if not self.boundaries or not isinstance(estimate, (int, float)) or isinstance(estimate, bool):
+            return None
+        if not math.isfinite(float(estimate)):
+            return None
+        return min(abs(float(estimate) - b) for b in self.boundaries)
 
     def decide(self, interval) -> str:
         """The verdict on an interval: every point passes, no point passes, or some do.
@@ -64,25 +92,27 @@ class Test:
 
 def at_least(x: float, unit: str = "") -> Test:
     x = checks.number("x", x)
-    return Test(f"ours ≥ {x:g}{unit}", lambda v: v >= x)
+    return Test(f"ours ≥ {x:g}{unit}", lambda v: v >= x, (x,))
 
 
 def at_most(x: float, unit: str = "") -> Test:
     x = checks.number("x", x)
-    return Test(f"ours ≤ {x:g}{unit}", lambda v: v <= x)
+    return Test(f"ours ≤ {x:g}{unit}", lambda v: v <= x, (x,))
 
 
 def within(x: float, rel: float) -> Test:
     x, rel = checks.number("x", x), checks.number("rel", rel, 0.0)
-    return Test(f"within {rel:.0%} of {x:g}", lambda v: abs(v - x) <= rel * abs(x))
+    return Test(f"within {rel:.0%} of {x:g}", lambda v: abs(v - x) <= rel * abs(x),
+                (x - rel * abs(x), x + rel * abs(x)))
 
 
 def equals(x: Any) -> Test:
     return Test(f"ours = {x}", lambda v: v == x)
 
 
-def predicate(text: str, fn: Callable[[Any], bool]) -> Test:
-    return Test(text, fn)
+def predicate(text: str, fn: Callable[[Any], bool], boundaries: tuple[float, ...] = ()) -> Test:
+    """A test in words; ``boundaries`` (where its verdict changes) give it a margin, if it has them."""
+    return Test(text, fn, tuple(checks.number("boundary", b) for b in boundaries))
 
 
 @dataclass(frozen=True)
@@ -92,12 +122,18 @@ class Claim:
     paper: str  # the paper's value or finding, as the paper states it
     source: str  # where in the paper (table, figure, section)
     test: Test
-    #: "claim" (the paper's) or "check" (our own sanity check, shown apart)
+    #: "claim" (the paper's), "fact" (by construction), "check" (our own) or "control" (see the module docstring)
     kind: str = "claim"
+    #: the ids of the controls (rows of kind "control" in the same chapter) this claim's verdict needs
+    controls: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"claim {self.id!r}: kind must be one of {KINDS}, got {self.kind!r}")
+        if isinstance(self.controls, str):
+            raise ValueError(f"claim {self.id!r}: controls must be a tuple of ids, got the string {self.controls!r}")
+        if self.controls and self.kind == "control":
+            raise ValueError(f"claim {self.id!r}: a control names no controls of its own")
 
 
 @dataclass
@@ -108,6 +144,33 @@ class Entry:
     holds: str = UNTESTED
     note: str = ""
     interval: Any = None  # an acl26.stats.Interval, for a claim decided on one
+    #: the claim's own verdict before its controls were applied (equal to ``holds`` unless not testable)
+    measured: str = UNTESTED
+
+    @property
+    def recorded(self) -> bool:
+        return not (self.shown == "" and self.holds == UNTESTED and not self.note)
+
+    @property
+    def half_width(self) -> float | None:
+        if self.interval is None:
+            return None
+        return (float(self.interval.hi) - float(self.interval.lo)) / 2
+
+    @property
+    def margin(self) -> float | None:
+        estimate = self.interval.estimate if self.interval is not None else self.ours
+        return self.claim.test.margin(estimate)
+
+
+def check_controls(claims: list[Claim]) -> None:
+    """Every control a claim names is a row of kind "control" among ``claims`` (ValueError otherwise)."""
+    kinds = {c.id: c.kind for c in claims}
+    for c in claims:
+        for ctl in c.controls:
+            if kinds.get(ctl) != "control":
+                raise ValueError(f"claim {c.id!r} names the control {ctl!r}, which is not a control of this chapter "
+                                 f"(controls: {sorted(k for k, v in kinds.items() if v == 'control') or 'none'})")
 
 
 class Ledger:
@@ -117,6 +180,7 @@ class Ledger:
         ids = [c.id for c in claims]
         if len(set(ids)) != len(ids):
             raise ValueError(f"{paper}: duplicate claim ids in {ids}")
+        check_controls(list(claims))
         self.paper = paper
         self.profile = profile
         self.params = dict(params or {})
@@ -129,17 +193,33 @@ class Ledger:
         """Record a measured value; the claim's test decides whether it holds.
 
         With ``interval`` (an :class:`acl26.stats.Interval` around ``value``) the verdict is the
-        interval's (:meth:`Test.decide`): holds, does not hold, or inconclusive.
+        interval's (:meth:`Test.decide`): holds, does not hold, or inconclusive. A claim that names
+        controls needs them recorded first; unless every one holds, its verdict is
+        :data:`NOT_TESTABLE`, with the failing control's figure in its note (its own measurement is
+        still shown, and kept as ``Entry.measured``).
         """
         entry = self._entry(claim_id)
+        controls = [self._entry(c) for c in entry.claim.controls]
+        unrecorded = [c.claim.id for c in controls if not c.recorded]
+        if unrecorded:
+            raise RuntimeError(f"{self.paper}: decide the control(s) {', '.join(unrecorded)} before the claim "
+                               f"{claim_id!r}")
         entry.ours = value
         entry.shown = shown if shown is not None else _fmt(value)
         entry.interval = interval
         if interval is not None:
-            entry.holds = entry.claim.test.decide(interval)
+            entry.measured = entry.claim.test.decide(interval)
         else:
-            entry.holds = HOLDS if entry.claim.test(value) else FAILS
+            entry.measured = HOLDS if entry.claim.test(value) else FAILS
+        entry.holds = entry.measured
         entry.note = note
+        failed = [c for c in controls if c.holds != HOLDS]
+        if failed:
+            entry.holds = NOT_TESTABLE
+            why = "; ".join(f"control {c.claim.id} ({c.claim.statement}): {c.shown}"
+                            + (f" {c.interval.describe()}" if c.interval is not None else "") + f", {c.holds}"
+                            for c in failed)
+            entry.note = f"not testable here: {why}" + (f". {note}" if note else "")
         return entry
 
     def untested(self, claim_id: str, reason: str, shown: str = "—") -> Entry:
@@ -156,29 +236,30 @@ class Ledger:
         return self.entries[claim_id]
 
     def rows(self, kind: str | None = None) -> list[dict[str, str]]:
-        """One row per entry (of ``kind`` "claim" or "check", or all)."""
+        """One row per entry (of ``kind``: "claim", "fact", "check" or "control"; or all)."""
         return [{
             "claim": e.claim.statement,
             "paper": e.claim.paper,
             "source": e.claim.source,
             "ours": e.shown or "—",
             "interval": e.interval.describe() if e.interval is not None else "—",
+            "half-width / margin": power(e.half_width, e.margin),
             "test": e.claim.test.text,
             "holds?": e.holds,
             "note": e.note,
         } for e in self.entries.values() if kind is None or e.claim.kind == kind]
 
     def table(self, kind: str = "claim"):
-        """The chapter's claims table (or, with ``kind="check"``, its sanity checks) as a DataFrame."""
+        """The chapter's table of ``kind`` (paper claims by default; "fact", "check", "control") as a DataFrame."""
         import pandas as pd
 
         rows = self.rows(kind)
-        if kind == "check":
+        if kind in ("check", "control"):  # ours, not the paper's: no paper column
             for r in rows:
-                r["check"] = r.pop("claim")
+                r[kind] = r.pop("claim")
                 r.pop("paper")
                 r.pop("source")
-            return pd.DataFrame(rows).set_index("check") if rows else pd.DataFrame()
+            return pd.DataFrame(rows).set_index(kind) if rows else pd.DataFrame()
         return pd.DataFrame(rows).set_index("claim") if rows else pd.DataFrame()
 
     def checks_table(self):
@@ -186,7 +267,7 @@ class Ledger:
         return self.table("check")
 
     def missing(self) -> list[str]:
-        return [cid for cid, e in self.entries.items() if e.shown == "" and e.holds == UNTESTED and not e.note]
+        return [cid for cid, e in self.entries.items() if not e.recorded]
 
     def save(self, metrics: dict | None = None) -> Path:
         """Write ``results/<paper>-<profile>.json`` atomically; every claim must be recorded."""
@@ -199,10 +280,10 @@ class Ledger:
             "paper": self.paper,
             "profile": self.profile,
             "params": self.params,
-            "claims": [{"id": cid, **row, "value": self.entries[cid].ours, "kind": self.entries[cid].claim.kind,
-                        "interval_values": (self.entries[cid].interval.as_dict()
-                                            if self.entries[cid].interval is not None else None)}
-                       for cid, row in zip(self.entries, self.rows())],
+            "claims": [{"id": cid, **row, "value": e.ours, "kind": e.claim.kind, "controls": list(e.claim.controls),
+                        "measured": e.measured, "half_width": e.half_width, "margin": e.margin,
+                        "interval_values": e.interval.as_dict() if e.interval is not None else None}
+                       for (cid, e), row in zip(self.entries.items(), self.rows())],
             "metrics": self.metrics,
             "started": _dt.datetime.fromtimestamp(self.started, _dt.timezone.utc).isoformat(timespec="seconds"),
             "wall_s": round(time.time() - self.started, 1),
@@ -210,6 +291,15 @@ class Ledger:
                         "cpus": machine.cpu_count()},
         }
         return io.write_json(result_path(self.paper, self.profile), payload)
+
+
+def power(half_width: float | None, margin: float | None) -> str:
+    """``±h / m``: an interval's half-width beside its test's margin ("—" where either is missing);
+    flagged when the interval is too wide to decide the test."""
+    if half_width is None or margin is None:
+        return "—"
+    text = f"±{half_width:.3g} / {margin:.3g}"
+    return text + " (too wide)" if half_width > margin else text
 
 
 def result_path(paper: str, profile: str, root: Path | None = None) -> Path:

@@ -73,3 +73,35 @@ def test_performance_page_takes_rows_of_different_shapes(tmp_path):
     assert "| a | 0.001235 | 1.00× |" in page
     assert "| b | 0.5 | — | 1554 |" in page
     assert "mweights_per_s" in page and "skipped: memory" in page and "| c | — | 2.50× |" in page
+
+
+def test_ledger_page_keeps_claims_facts_controls_and_checks_apart(tmp_path, monkeypatch):
+    """The five verdicts are counted for the paper claims alone; the other kinds get their own sections."""
+    from acl26 import claims as C
+    from acl26.stats import Interval
+
+    monkeypatch.setenv("ACL26_OUT", str(tmp_path / "out"))
+    rows = [C.Claim("ctl", "the subject responds", "", "", C.at_least(1.1), kind="control"),
+            C.Claim("a", "the method wins", "< 1", "Table 2", C.at_most(1.0), controls=("ctl",)),
+            C.Claim("b", "it is fast", "2×", "Table 3", C.at_least(2.0)),
+            C.Claim("bits", "1.25 bits per weight", "1.25", "§3", C.equals(1.25), kind="fact"),
+            C.Claim("learns", "the LM learns", "", "", C.at_most(0.5), kind="check")]
+    ledger = C.Ledger("lopt", "smoke", rows)
+    ledger.record("ctl", 1.0, interval=Interval(1.0, 0.9, 1.1, 0.95, "t over seeds", 3))
+    ledger.record("a", 0.9)
+    ledger.record("b", 2.5, interval=Interval(2.5, 2.2, 2.8, 1.0, "range over repeats", 5))
+    ledger.record("bits", 1.25)
+    ledger.record("learns", 0.3)
+    executed = tmp_path / "executed"
+    (executed / "results").mkdir(parents=True)
+    (executed / "results" / "lopt-smoke.json").write_bytes(ledger.save().read_bytes())
+    book.generate(executed, tmp_path / "generated", profile="smoke")
+    page = (tmp_path / "generated" / "claims.md").read_text()
+    assert "2 paper claims: 1 hold, 0 do not hold, **0 inconclusive**, **1 not testable here**, 0 not tested" in page
+    for section in ("## Facts by construction", "## Controls", "## Checks"):
+        assert section in page
+    assert "±0.3 / 0.5" in page  # the speed claim's half-width beside its margin
+    assert "not testable here: control ctl (the subject responds)" in page
+    intro = (tmp_path / "generated" / "intro_status.md").read_text()
+    assert "1 of 2 hold, 0 do not, 0 inconclusive, 1 not testable here, 0 not tested" in intro
+    assert "facts by construction: 1 of 1 hold" in intro and "controls: 0 of 1 hold" in intro

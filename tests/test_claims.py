@@ -29,7 +29,8 @@ def test_holds_fails_and_untested(tmp_path, monkeypatch):
     assert [c["holds?"] for c in data["claims"]] == ["yes", "no", "not tested"]
     assert data["claims"][2]["note"] == "needs a GPU" and data["metrics"] == {"m": 1.5}
     table = ledger.table()
-    assert list(table.columns) == ["paper", "source", "ours", "interval", "test", "holds?", "note"]
+    assert list(table.columns) == ["paper", "source", "ours", "interval", "half-width / margin", "test", "holds?",
+                                   "note"]
 
 
 def test_unknown_and_duplicate_claims():
@@ -96,3 +97,79 @@ def test_paired_bootstrap_and_seed_interval():
         stats.seed_interval([1.0])
     r = stats.repeat_range([2.0, 1.8, 2.1])
     assert (r.estimate, r.lo, r.hi) == (2.0, 1.8, 2.1)
+
+
+# ---- controls: a claim whose setup cannot show the effect is "not testable here"
+
+CONTROLLED = [
+    C.Claim("responds", "the subject responds: top-1 costs > 10% perplexity", "", "", C.at_least(1.10), kind="control"),
+    C.Claim("better", "the method beats uniform", "< 1", "Table 2", C.at_most(1.0), controls=("responds",)),
+    C.Claim("barely", "calibration barely matters", "±1%", "§5", C.within(1.0, 0.01), controls=("responds",)),
+    C.Claim("bits", "1.25 bits per weight", "1.25", "§3", C.equals(1.25), kind="fact"),
+]
+
+
+def _iv(lo, hi, est=None):
+    from acl26.stats import Interval
+
+    return Interval((lo + hi) / 2 if est is None else est, lo, hi, 0.95, "t over seeds", 3)
+
+
+@pytest.mark.parametrize("control_iv,expected", [
+    ((1.20, 1.40), None),                      # the control holds: the claims are decided on their own
+    ((0.95, 1.05), C.NOT_TESTABLE),            # the control fails
+    ((0.86, 1.46), C.NOT_TESTABLE),            # the control is inconclusive: the setup's power is not shown
+])
+def test_a_failing_control_makes_its_claims_not_testable(control_iv, expected):
+    ledger = C.Ledger("demo", "book", CONTROLLED)
+    ledger.record("responds", sum(control_iv) / 2, interval=_iv(*control_iv))
+    better = ledger.record("better", 0.97, interval=_iv(0.96, 0.98))
+    barely = ledger.record("barely", 1.002, interval=_iv(0.999, 1.005))
+    for entry in (better, barely):
+        assert entry.measured == C.HOLDS  # what the measurement alone says is kept
+        assert entry.holds == (expected or C.HOLDS)
+        if expected:
+            assert entry.note.startswith("not testable here: control responds") and "[" in entry.note
+
+
+def test_an_untested_control_makes_its_claims_not_testable():
+    ledger = C.Ledger("demo", "book", CONTROLLED)
+    ledger.untested("responds", "the subject has no experts to drop")
+    assert ledger.record("better", 0.5).holds == C.NOT_TESTABLE
+
+
+def test_a_control_is_decided_first_and_must_exist():
+    ledger = C.Ledger("demo", "book", CONTROLLED)
+    with pytest.raises(RuntimeError, match="decide the control"):
+        ledger.record("better", 0.5)
+    with pytest.raises(ValueError, match="not a control"):
+        C.Ledger("demo", "book", [C.Claim("x", "x", "", "", C.at_least(1), controls=("nope",))])
+    with pytest.raises(ValueError, match="not a control"):
+        C.Ledger("demo", "book", CONTROLLED[1:])  # the control row itself is missing
+    with pytest.raises(ValueError, match="tuple"):
+        C.Claim("x", "x", "", "", C.at_least(1), controls="responds")
+
+
+def test_half_width_against_margin():
+    ledger = C.Ledger("demo", "book", CONTROLLED)
+    ledger.record("responds", 1.3, interval=_iv(1.2, 1.4))
+    row = {r["claim"]: r for r in ledger.rows()}
+    assert row["the subject responds: top-1 costs > 10% perplexity"]["half-width / margin"] == "±0.1 / 0.2"
+    e = ledger.record("barely", 1.0, interval=_iv(0.85, 1.15))  # ±0.15 against a band of ±0.01
+    assert e.half_width == pytest.approx(0.15) and e.margin == pytest.approx(0.01)
+    assert C.power(e.half_width, e.margin).endswith("(too wide)") and e.holds == C.INCONCLUSIVE
+    assert C.equals(3).margin(3) is None and C.power(None, 1.0) == "—"
+
+
+def test_facts_and_controls_are_kept_apart_in_the_saved_results(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACL26_OUT", str(tmp_path))
+    ledger = C.Ledger("demo", "book", CONTROLLED)
+    ledger.record("responds", 1.0, interval=_iv(0.9, 1.1))
+    ledger.record("better", 0.5)
+    ledger.record("barely", 1.0)
+    ledger.record("bits", 1.25)
+    data = json.loads(ledger.save().read_text())
+    kinds = {c["id"]: (c["kind"], c["holds?"], c["controls"]) for c in data["claims"]}
+    assert kinds == {"responds": ("control", C.INCONCLUSIVE, []), "better": ("claim", C.NOT_TESTABLE, ["responds"]),
+                     "barely": ("claim", C.NOT_TESTABLE, ["responds"]), "bits": ("fact", C.HOLDS, [])}
+    assert list(ledger.table("control").index) == ["the subject responds: top-1 costs > 10% perplexity"]
