@@ -121,24 +121,30 @@ SPEC = ParamSpec(
 # --------------------------------------------------------------------------------------------
 # claims
 
+#: where the paper's cut rule comes from (the paper's text does not state it)
+_PAPER_RULE = "abstract, §4 (exact match); the cut rule of the vllm-ascend port (vllm_ascend/tokenization/lopt_tokenizer.py)"
+
+# The ledger leads with the paper's method, the paper's cut rule: LoPT's exactness claims are decided
+# on it. Our own boundary rule, which fixes it (Deviations), is our check, shown apart. The lossy
+# baselines are decided where a user meets them: whole real texts at the default chunk and overlap.
 CLAIMS = [
-    C.Claim("exact", "LoPT's output is identical to sequential tokenization", "exact match 1.0",
-            "abstract; §4 (exact-match evaluation)", C.equals(1.0)),
-    C.Claim("paper_rule_default", "The paper's cut rule (as the vllm-ascend port implements it) is lossless at its default chunk/overlap",
-            "exact match 1.0", "the rule of the vllm-ascend port (vllm_ascend/tokenization/lopt_tokenizer.py); the paper's text does not state it", C.equals(1.0)),
-    C.Claim("paper_rule_any", "The paper's cut rule (as the vllm-ascend port implements it) is lossless at any chunk/overlap setting",
-            "lossless (no condition stated)", "the rule of the vllm-ascend port (vllm_ascend/tokenization/lopt_tokenizer.py); the paper's text does not state it", C.equals(1.0)),
-    C.Claim("naive_lossy", "Naive splitting without overlap is lossy at chunk boundaries",
-            "lossy", "§2 / baselines", C.predicate("mismatch rate > 0", lambda v: v > 0)),
-    C.Claim("ids_lossy", "Overlap with id matching (sglang) is sometimes lossy",
-            "sometimes lossy", "§2 / baselines", C.predicate("mismatch rate > 0", lambda v: v > 0)),
-    C.Claim("delim_lossy", "Splitting at natural delimiters (vLLM) is lossy except at special tokens",
-            "lossy", "§2 / baselines", C.predicate("mismatch rate > 0", lambda v: v > 0)),
+    C.Claim("paper_rule_default", "LoPT's output is identical to sequential tokenization at its default chunk and "
+            "overlap (the paper's cut rule)", "exact match 1.0", _PAPER_RULE, C.equals(1.0)),
+    C.Claim("paper_rule_any", "LoPT's output is identical to sequential tokenization at any chunk and overlap "
+            "(the paper's cut rule)", "lossless (no condition stated)", _PAPER_RULE, C.equals(1.0)),
+    C.Claim("naive_lossy", "Naive splitting without overlap is lossy at chunk boundaries (whole real texts, default "
+            "chunk)", "lossy", "§2 / baselines", C.predicate("mismatch on > 0 texts", lambda v: v > 0)),
+    C.Claim("ids_lossy", "Overlap with id matching (sglang) is sometimes lossy (whole real texts, default chunk and "
+            "overlap)", "sometimes lossy", "§2 / baselines", C.predicate("mismatch on > 0 texts", lambda v: v > 0)),
+    C.Claim("delim_lossy", "Splitting at natural delimiters (vLLM) is lossy except at special tokens (whole real "
+            "texts, default chunk)", "lossy", "§2 / baselines", C.predicate("mismatch on > 0 texts", lambda v: v > 0)),
     C.Claim("speedup", "Parallel tokenization is much faster than sequential on long texts",
             "4–6× (many-core CPU)", "§4 speed results",
             C.predicate("parallel factor (1 → 2 workers) ≥ 1.9× at 10 M characters on 2 cores", lambda v: v >= 1.9)),
     C.Claim("merge_cheap", "The merge adds little overhead", "small", "§4",
             C.predicate("merge ≤ 2% of wall time at 10 M characters", lambda v: v <= 0.02)),
+    C.Claim("exact", "Our fix of the cut rule (a cut only at a pre-tokenizer piece boundary both chunks agree on; "
+            "Deviations) is lossless at every setting tried", "", "", C.equals(1.0), kind="check"),
 ]
 
 # --------------------------------------------------------------------------------------------
@@ -465,6 +471,13 @@ def parallel_factors(rows: list[dict]) -> dict[str, dict]:
 # the verdicts
 
 
+def run(params: dict, progress: bool = True) -> dict:
+    """Every experiment of the chapter: what :func:`record_claims` reads, ``{"exactness", "sweep", "speed"}``
+    (rows of :func:`exactness`, :func:`overlap_sweep` and :func:`speed`)."""
+    return {"exactness": exactness(params, progress), "speed": speed(params, progress),
+            "sweep": overlap_sweep(params, progress)}
+
+
 def _rate(rows: list[dict], key: str = "exact") -> float:
     return float(np.mean([bool(r[key]) for r in rows])) if rows else float("nan")
 
@@ -522,9 +535,16 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
 
     for cid, method in [("naive_lossy", "naive"), ("ids_lossy", "overlap-ids"), ("delim_lossy", "delimiter")]:
         runs = [r for r in ex if r["method"] == method]
-        if runs:
-            miss = 1 - _rate(runs)
-            ledger.record(cid, miss, shown=f"mismatch in {miss:.1%} of {len(runs)} runs")
+        default = [r for r in runs if r["setting"] == "default"]
+        if default:
+            miss = 1 - _rate(default)
+            pooled = f"; over every setting (with small chunks and hostile strings): {1 - _rate(runs):.1%} of {len(runs)} runs"
+            ledger.record(cid, miss, shown=f"mismatch on {miss:.1%} of {len(default)} whole texts at the default settings",
+                          note=f"the baseline at the defaults a user meets{pooled}")
+        elif runs:
+            ledger.untested(cid, "decided on whole real texts at the default chunk and overlap, which this profile "
+                                 "does not run (full_texts)", shown=f"mismatch in {1 - _rate(runs):.1%} of {len(runs)} "
+                                                                    "runs at other settings")
         else:
             ledger.untested(cid, "method not selected in `methods`")
 
