@@ -110,3 +110,29 @@ def repeat_range(values: Sequence[float]) -> Interval:
     if x.ndim != 1 or x.size < 1 or not np.isfinite(x).all():
         raise ValueError(f"values must be at least 1 finite number, got {list(values)!r}")
     return Interval(float(np.median(x)), float(x.min()), float(x.max()), 1.0, "range over repeats", int(x.size))
+
+
+def noisy(per_seed: Sequence[float] | None = None, paired: tuple | None = None, point: float | None = None, *,
+          statistic: str | Callable = "mean_diff", n_resamples: int = 4999, unit: str = "blocks",
+          level: float = 0.95) -> tuple[float | None, Interval | None, str]:
+    """The one rule for deciding a noisy figure, with what was measured at hand: ``(value, interval, how)``.
+
+    * two or more ``per_seed`` values (one per training seed, each the figure the claim is about):
+      their mean and the t-interval over seeds;
+    * else ``paired = (a, b)`` per-unit values of the two arms of one model (blocks, problems): the
+      statistic and its paired bootstrap over those units, which covers evaluation noise only;
+    * else the ``point`` value, with no interval;
+    * else ``(None, None, why)``: nothing to decide on.
+
+    ``how`` says which, in words for the claim's note.
+    """
+    if per_seed is not None and len(per_seed) >= 2:
+        iv = seed_interval(per_seed, level=level)
+        return iv.estimate, iv, f"t-interval over {iv.n} seeds"
+    if paired is not None and len(paired[0]) >= 2:
+        iv = paired_bootstrap(paired[0], paired[1], statistic, level=level, n_resamples=n_resamples, unit=unit)
+        return iv.estimate, iv, (f"one training seed: a paired bootstrap over {iv.n} {unit}, which covers "
+                                 "evaluation noise, not the spread across seeds")
+    if point is not None:
+        return float(point), None, "one training seed and no per-unit values: a point, no interval"
+    return None, None, "nothing measured to decide on"

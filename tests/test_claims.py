@@ -173,3 +173,18 @@ def test_facts_and_controls_are_kept_apart_in_the_saved_results(tmp_path, monkey
     assert kinds == {"responds": ("control", C.INCONCLUSIVE, []), "better": ("claim", C.NOT_TESTABLE, ["responds"]),
                      "barely": ("claim", C.NOT_TESTABLE, ["responds"]), "bits": ("fact", C.HOLDS, [])}
     assert list(ledger.table("control").index) == ["the subject responds: top-1 costs > 10% perplexity"]
+
+
+def test_one_rule_for_noisy_verdicts():
+    from acl26 import stats
+
+    ledger = C.Ledger("demo", "book", CLAIMS)
+    e = ledger.record_noisy("a", per_seed=[2.5, 2.7, 2.6], paired=([1.0, 2.0], [0.0, 1.0]), point=9.0)
+    assert e.interval.method == "t over seeds" and e.holds == C.HOLDS and "t-interval over 3 seeds" in e.note
+    e = ledger.record_noisy("a", per_seed=[2.5], paired=([3.0, 2.5, 2.8, 3.2], [0.5, 0.7, 0.4, 0.9]), note="x")
+    assert e.interval.method == "paired bootstrap over blocks" and e.note.startswith("x; one training seed")
+    e = ledger.record_noisy("a", point=1.5)
+    assert e.interval is None and e.holds == C.FAILS and "no interval" in e.note
+    assert ledger.record_noisy("a").holds == C.UNTESTED
+    v, iv, how = stats.noisy([1.0, 1.2, 0.8])
+    assert iv.n == 3 and v == pytest.approx(1.0)

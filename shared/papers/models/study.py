@@ -108,6 +108,40 @@ def seed_rows(params: dict, sweep_blocks: torch.Tensor, unigram: float, *, progr
     return rows
 
 
+def run(params: dict, progress: bool = True) -> dict:
+    """Everything the page measures, in the notebook's order, and what :func:`record_claims` reads.
+
+    ``smollm2`` (:func:`smollm2_perplexity`), ``tokenizer``, ``corpus``, ``train_blocks``, ``val``
+    (the validation blocks), ``unigram`` (the unigram baseline's perplexity on them), ``dense`` and
+    ``moe`` (the :class:`acl26.training.TrainResult` of the seed the chapters use), ``sweep_val``
+    (half the validation blocks) and ``top_k`` (the MoE's top-k sweep on them), ``seeds``
+    (:func:`seed_rows`), and the figures the checks read: ``smollm2_ppl``, ``ppl_chars``,
+    ``ppl_context``, ``ppl_stride``, ``dense_ppl``, ``moe_ppl``, ``moe_top_k``.
+    """
+    from acl26 import zoo
+    from acl26.corpus import unigram_perplexity
+
+    torch.manual_seed(params["seed"])
+    sm = smollm2_perplexity(params)
+    tok, corp = zoo.corpus(params)
+    train_blocks = torch.from_numpy(corp.blocks("train"))
+    val = torch.from_numpy(corp.blocks("validation")[: params["val_blocks"]])
+    unigram = unigram_perplexity(corp.ids["train"], val.flatten().numpy(), corp.vocab_size)
+    dense = training.train(zoo.model_config("dense", params, corp.vocab_size), zoo.train_config("dense", params),
+                           train_blocks, val, name=f"dense-{params['profile']}", data_fingerprint=corp.key,
+                           progress=progress)
+    moe = training.train(zoo.model_config("moe", params, corp.vocab_size), zoo.train_config("moe", params),
+                         train_blocks, val, name=f"moe-{params['profile']}", data_fingerprint=corp.key, progress=progress)
+    sweep_val = val[: max(1, len(val) // 2)]  # half the validation blocks: the sweep's evaluations stay short
+    top_k = top_k_sweep(moe.model, sweep_val, list(range(1, params["moe_top_k"] + 1)))
+    seeds = seed_rows(params, sweep_val, unigram, progress=progress)
+    return {"smollm2": sm, "tokenizer": tok, "corpus": corp, "train_blocks": train_blocks, "val": val,
+            "unigram": unigram, "dense": dense, "moe": moe, "sweep_val": sweep_val, "top_k": top_k, "seeds": seeds,
+            "smollm2_ppl": sm["ppl"], "ppl_chars": params["ppl_chars"], "ppl_context": params["ppl_context"],
+            "ppl_stride": params["ppl_stride"], "dense_ppl": dense.val_ppl, "moe_ppl": moe.val_ppl,
+            "moe_top_k": params["moe_top_k"]}
+
+
 def _overrides(params: dict) -> dict:
     from acl26 import zoo
 
@@ -125,8 +159,6 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
     top-1 cost are decided on the t-interval across seeds, so a verdict built on one trained
     model must survive the spread of a re-run.
     """
-    from acl26 import stats
-
     ppl = results["smollm2_ppl"]
     if results["ppl_chars"] == 0:
         ledger.record("smollm2_ppl", ppl, shown=f"{ppl:.2f} (context {results['ppl_context']}, stride {results['ppl_stride']})")
@@ -137,22 +169,17 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
     uni = results["unigram"]
     for cid, key, col in (("dense_learns", "dense_ppl", "dense / unigram"), ("moe_learns", "moe_ppl", "moe / unigram")):
         v = results[key]
-        shown = f"{v:.1f} vs unigram {uni:.1f} ({v / uni:.2f}×)"
-        if len(seeds) >= 2:
-            iv = stats.seed_interval([r[col] for r in seeds])
-            ledger.record(cid, iv.estimate, shown=shown + f"; mean over {iv.n} seeds {iv.estimate:.2f}×", interval=iv)
-        else:
-            ledger.record(cid, v / uni, shown=shown)
+        per_seed = [r[col] for r in seeds]
+        shown = f"{v:.1f} vs unigram {uni:.1f} ({v / uni:.2f}×)" + (
+            f"; mean over {len(per_seed)} seeds {np.mean(per_seed):.2f}×" if len(per_seed) >= 2 else "")
+        ledger.record_noisy(cid, per_seed=per_seed, point=v / uni, shown=shown)
     by_k = {r["top_k"]: r["val_ppl"] for r in results["top_k"]}
     k = results["moe_top_k"]
     if 1 in by_k and k in by_k:
         top1, full = by_k[1], by_k[k]
-        shown = f"top-1 {top1:.1f} vs top-{k} {full:.1f} (+{top1 / full - 1:.0%})"
-        if len(seeds) >= 2:
-            iv = stats.seed_interval([r["top-1 cost"] for r in seeds])
-            ledger.record("experts_matter", iv.estimate, shown=shown + f"; mean over {iv.n} seeds +{iv.estimate:.0%}",
-                          interval=iv)
-        else:
-            ledger.record("experts_matter", top1 / full - 1, shown=shown)
+        per_seed = [r["top-1 cost"] for r in seeds]
+        shown = f"top-1 {top1:.1f} vs top-{k} {full:.1f} (+{top1 / full - 1:.0%})" + (
+            f"; mean over {len(per_seed)} seeds +{np.mean(per_seed):.0%}" if len(per_seed) >= 2 else "")
+        ledger.record_noisy("experts_matter", per_seed=per_seed, point=top1 / full - 1, shown=shown)
     else:
         ledger.untested("experts_matter", "the top-k sweep lacks top-1 or the trained k")
