@@ -10,7 +10,7 @@ import torch
 from acl26 import claims as C
 from acl26.papers.model_interpolation import merge as M
 from acl26.papers.model_interpolation import rollout as R
-from acl26.papers.model_interpolation import study
+from acl26.papers.model_interpolation import study, verdicts
 from mi_cases import rec as _rec, synthetic as _synthetic
 
 
@@ -319,7 +319,7 @@ def test_band_and_width():
 def test_record_claims_on_a_clear_three_stage_curve():
     res = _synthetic()
     led = C.Ledger("model_interpolation", "test", list(study.CLAIMS))
-    study.record_claims(led, res)
+    verdicts.record_claims(led, res)
     v = {cid: e.holds for cid, e in led.entries.items()}
     assert res["band"] == (0.4, 0.6)
     assert v["think_sigmoid"] == C.HOLDS
@@ -336,7 +336,7 @@ def test_a_curve_that_starts_high_does_not_rise():
     res = _synthetic()
     res["sweep"] = {lam: _rec(r["correct"], [[True] * 4] * 30, r["tokens"], 4) for lam, r in res["sweep"].items()}
     led = C.Ledger("model_interpolation", "test", list(study.CLAIMS))
-    study.record_claims(led, res)
+    verdicts.record_claims(led, res)
     assert led.entries["think_sigmoid"].holds == C.FAILS
 
 
@@ -346,7 +346,7 @@ def test_beats_merging_needs_both_baselines():
     # TIES as good as the best λ on most problems: that comparison is not a clear win
     res["variants"]["TIES"] = _rec(best["correct"], best["think"], best["tokens"], 4)
     led = C.Ledger("model_interpolation", "test", list(study.CLAIMS))
-    study.record_claims(led, res)
+    verdicts.record_claims(led, res)
     assert led.entries["beats_merging"].holds in (C.INCONCLUSIVE, C.FAILS)
     assert "TIES" in led.entries["beats_merging"].note
 
@@ -364,7 +364,7 @@ def test_record_claims_fail_when_nothing_happens():
     res["variants"] = {k: v for k, v in res["variants"].items() if not k.startswith("λ")}
     res["variants"]["mlp only"] = res["variants"]["attn only"]
     led = C.Ledger("model_interpolation", "test", list(study.CLAIMS))
-    study.record_claims(led, res)
+    verdicts.record_claims(led, res)
     v = {cid: e.holds for cid, e in led.entries.items()}
     assert v["think_sigmoid"] == C.FAILS and v["thinking_thinks"] == C.FAILS
     assert v["mean_jumps"] == C.UNTESTED and v["length_grows"] == C.UNTESTED and v["decoding_robust"] == C.UNTESTED
@@ -421,7 +421,7 @@ def test_study_on_local_checkpoints(tmp_path, monkeypatch):
     assert len(rec["correct"]) == 3 and all(len(r) == P["k"] for r in rec["correct"])
     assert all(1 <= n <= 4 for row in rec["tokens"] for n in row)
     led = C.Ledger("model_interpolation", "smoke", list(study.CLAIMS), P)
-    study.record_claims(led, res)
+    verdicts.record_claims(led, res)
     assert not led.missing()
     # the streamed merge (paper-scale pairs) gives the same merged models, hence the same rollouts
     monkeypatch.setenv("ACL26_CACHE", str(tmp_path / "cache-streamed"))
@@ -435,7 +435,7 @@ def test_study_on_local_checkpoints(tmp_path, monkeypatch):
     res2 = study.run(P2, progress=False)
     assert "TA" not in res2["variants"]
     led2 = C.Ledger("model_interpolation", "smoke", list(study.CLAIMS), P2)
-    study.record_claims(led2, res2)
+    verdicts.record_claims(led2, res2)
     assert led2.entries["beats_merging"].holds == C.UNTESTED
 
 

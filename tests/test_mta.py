@@ -515,25 +515,25 @@ def test_the_study_runs_on_local_teacher_and_student_checkpoints(tmp_path, monke
 
 def test_reading_the_verdicts_is_made_by_the_package():
     """The notebook's "Reading the verdicts" prose depends on verdicts: it is made by tested package
-    code (study.reading), not by a notebook cell branching on them."""
+    code (verdicts.reading), not by a notebook cell branching on them."""
     import copy
 
     import mta_cases
     from acl26 import claims as C
     from acl26 import registry
-    from acl26.papers.mta import study
+    from acl26.papers.mta import verdicts
 
     ch = registry.get("mta")
     good = mta_cases.synthetic()
     params = {"steps": 10}
     ledger = C.Ledger("mta", "book", list(ch.claims))
     ch.record_claims(ledger, good)
-    assert study.reading(ledger, good, params) == "Every claim tested here holds."
+    assert verdicts.reading(ledger, good, params) == "Every claim tested here holds."
     bad = copy.deepcopy(good)
     base = bad["base_losses"][0]
     for s in bad["seeds"]:
         bad["runs"][f"{base}|MTA|{s}"] = mta_cases.rec(15.0, s, noise=0.5, salt=77)
     ledger = C.Ledger("mta", "book", list(ch.claims))
     ch.record_claims(ledger, bad)
-    text = study.reading(ledger, bad, params)
+    text = verdicts.reading(ledger, bad, params)
     assert text.startswith("- **MTA improves") and "10 steps" in text

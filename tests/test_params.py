@@ -3,7 +3,7 @@
 import pytest
 
 from acl26 import params
-from acl26.papers.lopt.study import SPEC
+from acl26.papers.lopt.spec import SPEC
 from acl26.params import Param, ParamError, ParamSpec
 
 

@@ -6,12 +6,13 @@ The documented API::
     ids = lopt.encode(tokenizer, text)   # identical to tokenizer.encode(text, add_special_tokens=False)
 
 :mod:`.method` is the method, :mod:`.baselines` the lossy schemes it is compared with,
-:mod:`.study` the chapter's experiments and verdicts, :mod:`.bench` its benchmarks.
+:mod:`.spec` the chapter's parameters and claims, :mod:`.study` its experiments, :mod:`.verdicts` its
+verdicts, :mod:`.bench` its benchmarks.
 """
 
 from acl26.chapter import Chapter
 from acl26.papers.lopt import bench as _bench
-from acl26.papers.lopt import study
+from acl26.papers.lopt import spec, study, verdicts  # noqa: F401  (study: the chapter's experiments)
 from acl26.papers.lopt.baselines import encode_delimiter, encode_naive, encode_overlap_ids
 from acl26.papers.lopt.method import (DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS, POOLS, Stats, backend, chunk_spans,
                                       default_workers, encode, sequential_ids, validate_settings)
@@ -22,9 +23,9 @@ CHAPTER = Chapter(
     arxiv="2511.04952",
     venue="ACL 2026 long 1529",
     cite="lopt2026",
-    spec=study.SPEC,
-    claims=tuple(study.CLAIMS),
-    record_claims=study.record_claims,
+    spec=spec.SPEC,
+    claims=tuple(spec.CLAIMS),
+    record_claims=verdicts.record_claims,
     assets=("tok-llama3", "tok-qwen3", "tok-mistral", "tok-gpt2", "llamacpp-vocabs", "smollm2", "sotu", "moby-dick",
             "shakespeare"),
     benchmarks=_bench.benchmarks,

@@ -123,6 +123,6 @@ def benchmarks(quick: bool = False) -> dict:
                       "measured": round(t.hi, 3), "met": bool(t.hi <= 10.0), "unit": "s (slowest repeat)"})
         goals.append({"goal": f"{mode} merge ≤ {limit_mem:g} model-sizes of RAM", "target": limit_mem,
                       "measured": round(mem.hi, 3), "met": bool(mem.hi <= limit_mem), "unit": "model-sizes (worst repeat)"})
-    return {"rows": rows, "goals": goals, "model": what,
+    return {"title": "Merging two checkpoints: time and peak memory", "rows": rows, "goals": goals, "model": what,
             "note": "each repeat in a fresh process; the two modes alternate order; memory = peak RSS minus RSS "
                     "before the models are read (after a warm-up merge of a 4×4 tensor), over one model's tensor bytes"}

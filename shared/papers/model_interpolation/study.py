@@ -5,7 +5,8 @@ the generation loop :mod:`.rollout`. Here: the pair (made here or any local chec
 :func:`load_pair`), one evaluated configuration (:func:`evaluate`: k rollouts of every problem
 under one merged model and one decoding, cached), the λ sweep with its fine grid in the
 transition band (:func:`sweep`), the baselines and ablations (:func:`variants`), the stage bands
-(:func:`band`) and :func:`record_claims`, which decides every verdict on intervals over problems.
+(:func:`band`), and :func:`run`, all of them: what :func:`.verdicts.record_claims` reads. The
+parameters and claims are :mod:`.spec`.
 """
 
 from __future__ import annotations
@@ -14,156 +15,18 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import numpy as np
 import torch
 
-from acl26 import claims as C
 from acl26 import checks, evaluation, io, models, paths, problems, stats
 from acl26.papers.model_interpolation import merge as M
 from acl26.papers.model_interpolation import pair as pair_mod
 from acl26.papers.model_interpolation import rollout as R
-from acl26.checks import SEED_MAX
-from acl26.params import TORCH_DEVICE, Param, ParamSpec, folder_with
+from acl26.papers.model_interpolation.spec import CLAIMS, PAPER_TABLE2, SPEC  # noqa: F401
 
-#: the paper's Table 2 (Qwen3-4B, AIME'25): Mean@64, Pass@64, tokens, Think %
-PAPER_TABLE2 = {
-    "Instruct": (46.6, 76.7, 15097, 0.0), "Thinking": (80.4, 90.0, 22813, 99.9),
-    "TA": (61.7, 86.7, 16594, 0.5), "TIES": (61.5, 93.3, 11159, 65.4),
-    "MI-0.4": (55.8, 90.0, 12448, 1.4), "MI-0.5": (62.5, 90.0, 11189, 59.6),
-    "MI-0.6": (71.0, 90.0, 12681, 100.0), "MI-0.8": (80.5, 93.3, 17574, 99.9),
-}
 #: Think #R thresholds that delimit the transition band (stage 2)
 BAND_LOW, BAND_HIGH = 0.1, 0.9
-
-
-def _local(p: dict, *files: str) -> bool:
-    """The local pair's folders (if given) hold ``files`` (glob patterns: one match each)."""
-    return not p["instruct"] or all(any(Path(p[end]).glob(f)) for end in ("instruct", "thinking") for f in files)
-
-
-def _finetune_rows(p: dict) -> int:
-    """The most rows the pair's fine-tunes can train on: pair.fine_tune holds out max(8, n // 20) of the
-    ``train_problems`` (fewer rows if the length filter or gsm_symbolic drop some)."""
-    return p["train_problems"] - max(8, p["train_problems"] // 20)
-
-SPEC = ParamSpec(
-    paper="model_interpolation",
-    params=(
-        Param("parent", str, "parent of the pair made here: SmolLM2-135M-Instruct or a tiny LM", choices=("smollm2", "tiny")),
-        Param("instruct", str, "local HF folder of an Instruct checkpoint ('' = the pair made here)", path=True),
-        Param("thinking", str, "local HF folder of its Thinking sibling ('' = the pair made here)", path=True),
-        Param("base", str, "local HF folder of their shared base, for TA and TIES ('' = the parent of the pair made "
-              "here; with a local pair and no base, TA and TIES are not run)", rule=folder_with("config.json"),
-              path=True),
-        Param("merge", str, "how each merged model is made: 'memory' (interpolate on state dicts, 3 model-sizes) or "
-              "'streamed' (interpolate_files over the two checkpoints on disk, near one model-size; for paper-scale pairs)",
-              choices=("memory", "streamed")),
-        Param("device", str, "torch device for generation", choices=("cpu", "cuda"), rule=TORCH_DEVICE),
-        Param("dtype", str, "weights' dtype in generation", choices=("float32", "bfloat16")),
-        Param("train_problems", int, "problems drawn for fine-tuning the pair (before the length filter)", min=16),
-        Param("max_terms", int, "chain sums: most terms (steps = terms - 1)", min=2, max=8),
-        Param("gsm_share", float, "share of gsm_symbolic problems (training half of the GSM8K templates)", min=0.0, max=1.0),
-        Param("check_share", float, "share of Thinking traces with a checking pass", min=0.0, max=1.0),
-        Param("max_len", int, "fine-tuning: longest prompt + response (tokens)", min=16),
-        Param("steps_instruct", int, "fine-tuning steps of Instruct", min=1),
-        Param("steps_thinking", int, "fine-tuning steps of Thinking", min=1),
-        Param("ft_batch", int, "fine-tuning batch (examples)", min=1),
-        Param("ft_lr", float, "fine-tuning peak learning rate", min=1e-7, max=1.0),
-        Param("seed", int, "seed of the data, the fine-tunes and the rollouts", min=0, max=SEED_MAX),
-        Param("eval_problems", int, "held-out chain-sum problems per configuration", min=2),
-        Param("k", int, "rollouts per problem (Mean@k, Pass@k, Vote@k)", min=1),
-        Param("max_new_tokens", int, "longest response (tokens)", min=1),
-        Param("batch_prompts", int, "prompts per generation batch (each with k rollouts)", min=1),
-        Param("lambdas", list, "coarse λ grid", elem=float, min_len=2, min=0.0, max=1.0),
-        Param("fine_points", int, "extra λ values in the transition band (where Think #R crosses 1/2)", min=0),
-        Param("best_lambda", float, "the λ < 1 compared with Thinking and the baselines (fixed before the run: the "
-              "paper's MI-0.8)", min=0.0, max=1.0, max_open=True),
-        Param("ablation_lambda", float, "λ of the layer and module ablations the verdicts use (paper: 0.8)", min=0.0, max=1.0),
-        Param("extra_ablation_lambdas", list, "further λ values of the same ablations, shown apart (no verdict uses them)",
-              elem=float, min_len=0, min=0.0, max=1.0),
-        Param("grid_temperatures", list, "decoding grid at the band's λ: temperatures", elem=float, min_len=1,
-              min=0.0, min_open=True),
-        Param("grid_top_ps", list, "decoding grid at the band's λ: top-p values", elem=float, min_len=1,
-              min=0.0, min_open=True, max=1.0),
-        Param("gsm8k_split", str, "real GSM8K questions evaluated at λ = 0, best_lambda, 1 ('none': skip)",
-              choices=("heldout", "all", "none")),
-        Param("gsm8k_max_new_tokens", int, "longest GSM8K response (tokens)", min=1),
-        Param("ta_scale", float, "Task Arithmetic: scale of both task vectors", min=0.0),
-        Param("ties_density", float, "TIES: share of each task vector kept", min=0.01, max=1.0),
-        Param("ties_scale", float, "TIES: scale of the merged task vector", min=0.0),
-        Param("n_resamples", int, "bootstrap resamples of every interval", min=99),
-    ),
-    profiles={
-        "book": dict(parent="smollm2", instruct="", thinking="", base="", merge="memory", device="cpu", dtype="float32",
-                     train_problems=1200, max_terms=5, gsm_share=0.15, check_share=0.4, max_len=144,
-                     steps_instruct=32, steps_thinking=32, ft_batch=16, ft_lr=3e-4, seed=0,
-                     eval_problems=24, k=4, max_new_tokens=128, batch_prompts=24,
-                     lambdas=[0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0], fine_points=2,
-                     best_lambda=0.8, ablation_lambda=0.8, extra_ablation_lambdas=[1.0], grid_temperatures=[0.6, 1.0], grid_top_ps=[0.8, 0.95],
-                     gsm8k_split="heldout", gsm8k_max_new_tokens=160, ta_scale=0.7, ties_density=0.2, ties_scale=0.5,
-                     n_resamples=1999),
-        "smoke": dict(parent="tiny", train_problems=64, steps_instruct=4, steps_thinking=4, ft_batch=4,
-                      eval_problems=4, k=2, max_new_tokens=12, batch_prompts=4, lambdas=[0.0, 0.5, 0.8, 1.0], fine_points=1,
-                      grid_temperatures=[0.6], grid_top_ps=[0.95, 0.8], gsm8k_split="none", n_resamples=199),
-        "paper": dict(eval_problems=100, k=16, max_new_tokens=256, fine_points=4, gsm8k_split="all",
-                      steps_instruct=96, steps_thinking=96, n_resamples=4999),
-    },
-    checks=(
-        # the sweep's ends are the two models (the checks, the Thinking comparisons and the notebook read λ = 0, 1)
-        ("lambdas must include 0 and 1", lambda p: 0.0 in p["lambdas"] and 1.0 in p["lambdas"]),
-        ("best_lambda must be one of lambdas", lambda p: p["best_lambda"] in p["lambdas"]),
-        ("instruct and thinking must both be given or both be ''", lambda p: bool(p["instruct"]) == bool(p["thinking"])),
-        # load_pair: models.load_local needs config.json, and one of the two folders a tokenizer
-        ("instruct and thinking must be local Hugging Face folders (with config.json)", lambda p: _local(p, "config.json")),
-        ("instruct or thinking must hold a tokenizer (tokenizer_config.json)",
-         lambda p: not p["instruct"] or any((Path(p[e]) / "tokenizer_config.json").is_file() for e in ("instruct", "thinking"))),
-        # merged(): the streamed merge reads the checkpoints' safetensors files
-        ("merge 'streamed' needs *.safetensors in instruct and thinking",
-         lambda p: p["merge"] != "streamed" or _local(p, "*.safetensors")),
-        # training.train refuses a batch larger than the training rows
-        ("ft_batch must not exceed the pair's fine-tuning rows: train_problems less the max(8, train_problems // 20) "
-         "held out", lambda p: bool(p["instruct"]) or p["ft_batch"] <= _finetune_rows(p)),
-    ),
-)
-
-CLAIMS = [
-    C.Claim("think_sigmoid", "Think #R rises like a sigmoid in λ: ≈ 0 below a narrow band, ≈ 1 above it",
-            "0 → 1 within λ ∈ [0.4, 0.6]", "§ three stages (Qwen3-4B)",
-            C.predicate("ours: λ-width of the band where Think #R goes from ≤ 10% to ≥ 90% is ≤ 0.4",
-                        lambda v: v <= 0.4)),
-    C.Claim("mean_jumps", "Across that band Mean@k jumps more than Pass@k",
-            "Mean@64 55.8 → 71.0, Pass@64 90.0 → 90.0 (λ 0.4 → 0.6)", "Table 2 (AIME'25)",
-            C.predicate("ours: ΔMean@k − ΔPass@k across the band > 0", lambda v: v > 0)),
-    C.Claim("length_grows", "Past the band, responses keep getting longer (over-thinking)",
-            "tokens 12,681 (λ 0.6) → 17,574 (0.8) → 22,813 (Thinking)", "Table 2",
-            C.predicate("ours: Token #N at λ = 1 / at the band's end > 1", lambda v: v > 1)),
-    C.Claim("matches_thinking", "A λ < 1 reaches the Thinking model's accuracy", "MI-0.8 80.5 vs Thinking 80.4 (Mean@64)",
-            "Table 2", C.predicate("ours: Mean@k(best_lambda) − Mean@k(Thinking) ≥ −0.05 (non-inferior by 5 points)",
-                                   lambda v: v >= -0.05)),
-    C.Claim("fewer_tokens", "… at fewer tokens", "17,574 vs 22,813 tokens (0.77×)", "Table 2",
-            C.predicate("ours: Token #N(best_lambda) / Token #N(Thinking) < 1", lambda v: v < 1)),
-    C.Claim("beats_merging", "Interpolation beats Task Arithmetic and TIES", "MI-0.8 80.5 vs TA 61.7, TIES 61.5 (Mean@64)",
-            "Table 2", C.predicate("ours: Mean@k(best_lambda) − the better of TA and TIES > 0", lambda v: v > 0)),
-    C.Claim("mlp_drives", "The MLPs carry the thinking behaviour more than attention does",
-            "λ = 0.8, MLPs left at Instruct: Think 0.7%; attention left at Instruct: 99.9%", "module ablation",
-            C.predicate("ours: Think #R(MLP only) − Think #R(attention only) > 0", lambda v: v > 0)),
-    C.Claim("late_layers", "Interpolating the later two thirds of the layers gives thinking; the first third does not",
-            "λ = 0.8: layers [0, 11] Think 0%, [12, 35] Think 100%", "layer ablation",
-            C.predicate("ours: Think #R(last two thirds) − Think #R(first third) > 0", lambda v: v > 0)),
-    C.Claim("decoding_robust", "In the band, accuracy barely moves across temperature × top-p",
-            "IFEval 69.7–71.3 at λ = 0.4", "decoding ablation",
-            C.predicate("ours: max − min Mean@k over the grid ≤ 0.05", lambda v: v <= 0.05)),
-    C.Claim("thinking_thinks", "The Thinking model made here thinks", "—", "ours",
-            C.predicate("Think #R(λ = 1) ≥ 0.9", lambda v: v >= 0.9), kind="check"),
-    C.Claim("thinking_better", "The Thinking model answers better than Instruct", "—", "ours",
-            C.predicate("Mean@k(Thinking) − Mean@k(Instruct) > 0", lambda v: v > 0), kind="check"),
-    C.Claim("endpoints_exact", "λ = 0 and λ = 1 give the two models bit for bit", "—", "ours",
-            C.predicate("max |difference| = 0", lambda v: v == 0), kind="check"),
-    C.Claim("pair_close", "The pair is close in weight space (the paper's 4B pair: σ = 0.0269)", "—", "ours",
-            C.predicate("σ (mean over tensors) < 0.1", lambda v: v < 0.1), kind="check"),
-]
 
 
 # --------------------------------------------------------------------------------------------
@@ -562,138 +425,3 @@ def mean_interval(values, n_resamples: int) -> stats.Interval:
     """Mean over problems with a bootstrap interval (resampling problems)."""
     v = np.asarray(values, dtype=float)
     return stats.paired_bootstrap(v, np.zeros_like(v), "mean_diff", n_resamples=n_resamples, unit="problems")
-
-
-def _boot_problems(fn: Callable[[np.ndarray], float], n: int, n_resamples: int, seed: int = 0) -> stats.Interval:
-    """Percentile bootstrap of ``fn(indices)`` over resampled problems (for statistics BCa cannot take)."""
-    rng = np.random.default_rng(seed)
-    est = fn(np.arange(n))
-    draws = np.array([fn(rng.integers(0, n, n)) for _ in range(n_resamples)])
-    # order statistics, not interpolated ones: a statistic may be inf (e.g. a curve that never gets there)
-    lo, hi = np.quantile(draws, [0.025, 0.975], method="inverted_cdf")
-    lo, hi = min(float(lo), est), max(float(hi), est)
-    return stats.Interval(float(est), lo, hi, 0.95, "percentile bootstrap over problems", n)
-
-
-def record_claims(ledger: C.Ledger, results: dict) -> None:
-    """Decide every claim from :func:`run`'s results; every interval resamples problems.
-
-    ``results``: ``sweep`` {λ: record}, ``band`` (lo, hi) or None, ``band_lambda``, ``variants``
-    {name: record}, ``best_lambda``, ``sigma``, ``endpoint_error``, ``n_resamples``.
-    """
-    sw, var = results["sweep"], results["variants"]
-    nr = int(results.get("n_resamples", 1999))
-    lams = list(sw)
-    pp = {lam: per_problem(rec) for lam, rec in sw.items()}
-    n = len(next(iter(pp.values()))["think"])
-    think_m = np.stack([pp[x]["think"] for x in lams], axis=1)
-
-    def diff(a, b):
-        return stats.paired_bootstrap(a, b, "mean_diff", n_resamples=nr, unit="problems")
-
-    # stage 2: the band
-    iv = _boot_problems(lambda idx: band_width(lams, think_m[idx]), n, nr)
-    b = results["band"]
-    width_all = band_width(lams, think_m)
-    ledger.record("think_sigmoid", width_all, interval=iv,
-                  shown=(f"{width_all:.3f}" if width_all != NEVER else
-                         "no rise: Think #R never goes from ≤ 10% to ≥ 90% (width recorded as 2, wider than any λ range)")
-                        + (f" (band λ {b[0]:g} → {b[1]:g})" if b else ""),
-                  note="Think #R of every λ: " + ", ".join(f"{x:g}: {summary(sw[x])['think']:.2f}" for x in lams))
-    if b is None:
-        for cid in ("mean_jumps", "length_grows"):
-            ledger.untested(cid, "Think #R never goes from ≤ 10% to ≥ 90% along λ: no band to measure across")
-    else:
-        lo, hi = b
-        d = (pp[hi]["mean@k"] - pp[lo]["mean@k"]) - (pp[hi]["pass@k"] - pp[lo]["pass@k"])
-        iv = mean_interval(d, nr)
-        sl, sh = summary(sw[lo]), summary(sw[hi])
-        ledger.record("mean_jumps", iv.estimate, interval=iv,
-                      shown=f"{iv.estimate:+.3f} (Mean@k {sl['mean@k']:.3f} → {sh['mean@k']:.3f}, Pass@k "
-                            f"{sl['pass@k']:.3f} → {sh['pass@k']:.3f}, λ {lo:g} → {hi:g})",
-                      note="per problem, paired over the band's two ends")
-        if hi < 1.0:
-            iv = stats.paired_bootstrap(pp[1.0]["tokens"], pp[hi]["tokens"], "ratio_of_means", n_resamples=nr,
-                                        unit="problems")
-            ledger.record("length_grows", iv.estimate, interval=iv,
-                          shown=f"{iv.estimate:.3f}× ({summary(sw[1.0])['tokens']:.1f} vs {sh['tokens']:.1f} tokens "
-                                f"at λ {hi:g})", note="mean tokens per problem, paired")
-        else:
-            ledger.untested("length_grows", "the band ends at λ = 1: nothing lies past it")
-    # the best λ against Thinking and the baselines
-    best = results["best_lambda"]
-    if best in pp and 1.0 in pp:
-        iv = diff(pp[best]["mean@k"], pp[1.0]["mean@k"])
-        ledger.record("matches_thinking", iv.estimate, interval=iv,
-                      shown=f"{iv.estimate:+.3f} (Mean@k {summary(sw[best])['mean@k']:.3f} at λ {best:g} vs "
-                            f"{summary(sw[1.0])['mean@k']:.3f})", note="paired over problems")
-        iv = stats.paired_bootstrap(pp[best]["tokens"], pp[1.0]["tokens"], "ratio_of_means", n_resamples=nr,
-                                        unit="problems")
-        ledger.record("fewer_tokens", iv.estimate, interval=iv,
-                      shown=f"{iv.estimate:.3f}× ({summary(sw[best])['tokens']:.1f} vs {summary(sw[1.0])['tokens']:.1f})",
-                      note="mean tokens per problem, paired")
-        if "TA" in var and "TIES" in var:
-            ivs = {m: diff(pp[best]["mean@k"], per_problem(var[m])["mean@k"]) for m in ("TA", "TIES")}
-            test = next(c for c in CLAIMS if c.id == "beats_merging").test
-            verdicts = {m: test.decide(v) for m, v in ivs.items()}
-            # holds only if it holds against both; does not hold if it fails against either
-            rank = {C.FAILS: 0, C.INCONCLUSIVE: 1, C.HOLDS: 2}
-            pick = min(ivs, key=lambda m: (rank[verdicts[m]], ivs[m].lo))
-            ledger.record("beats_merging", ivs[pick].estimate, interval=ivs[pick],
-                          shown="; ".join(f"vs {m} {v.estimate:+.3f} [{v.lo:+.3f}, {v.hi:+.3f}]" for m, v in ivs.items()),
-                          note=f"decided on the least favourable comparison ({pick}): it must hold against both")
-        else:
-            ledger.untested("beats_merging", "no shared base checkpoint: TA and TIES need one")
-    else:
-        for cid in ("matches_thinking", "fewer_tokens", "beats_merging"):
-            ledger.untested(cid, f"best_lambda {best:g} or λ = 1 is not in the sweep")
-    # ablations
-    if "mlp only" in var and "attn only" in var:
-        iv = diff(per_problem(var["mlp only"])["think"], per_problem(var["attn only"])["think"])
-        ledger.record("mlp_drives", iv.estimate, interval=iv,
-                      shown=f"{iv.estimate:+.3f} (MLP only {summary(var['mlp only'])['think']:.2f}, attention only "
-                            f"{summary(var['attn only'])['think']:.2f})", note="paired over problems")
-    else:
-        ledger.untested("mlp_drives", "the module ablation did not run")
-    first, late = "layers: first third", "layers: last two thirds"
-    if first in var and late in var:
-        iv = diff(per_problem(var[late])["think"], per_problem(var[first])["think"])
-        ledger.record("late_layers", iv.estimate, interval=iv,
-                      shown=f"{iv.estimate:+.3f} (last two thirds {summary(var[late])['think']:.2f}, first third "
-                            f"{summary(var[first])['think']:.2f})", note="paired over problems")
-    else:
-        ledger.untested("late_layers", "the layer ablation did not run")
-    grid = [k for k in var if k.startswith("λ ") and ", T " in k]
-    if len(grid) >= 2:
-        accs = np.stack([per_problem(var[g])["mean@k"] for g in grid], axis=1)
-        iv = _boot_problems(lambda idx: float(np.ptp(accs[idx].mean(axis=0))), n, nr)
-        ledger.record("decoding_robust", iv.estimate, interval=iv,
-                      shown=f"{iv.estimate:.3f} (" + ", ".join(f"{g.split(', ', 1)[1]}: {summary(var[g])['mean@k']:.3f}"
-                                                            for g in grid) + ")",
-                      note=f"at {grid[0].split(',')[0]}")
-    else:
-        ledger.untested("decoding_robust", "no band (or a grid of one setting): the decoding grid did not run")
-    # checks
-    if 1.0 in pp:
-        iv = mean_interval(pp[1.0]["think"], nr)
-        ledger.record("thinking_thinks", iv.estimate, interval=iv, shown=f"{iv.estimate:.3f}")
-    if 0.0 in pp and 1.0 in pp:
-        iv = diff(pp[1.0]["mean@k"], pp[0.0]["mean@k"])
-        ledger.record("thinking_better", iv.estimate, interval=iv,
-                      shown=f"{iv.estimate:+.3f} ({summary(sw[1.0])['mean@k']:.3f} vs {summary(sw[0.0])['mean@k']:.3f})")
-    ledger.record("endpoints_exact", float(results["endpoint_error"]), shown=f"{results['endpoint_error']:g}")
-    ledger.record("pair_close", float(results["sigma"]), shown=f"{results['sigma']:.4f} (pooled "
-                                                              f"{results.get('sigma_pooled', float('nan')):.4f})")
-
-
-# --------------------------------------------------------------------------------------------
-# benchmarks
-
-
-def benchmarks(quick: bool = False) -> dict:
-    """``acl26 bench model_interpolation``: merge time and peak memory, in memory and streamed."""
-    from acl26.papers.model_interpolation import bench
-
-    out = bench.benchmarks(quick)
-    out["title"] = "Merging two checkpoints: time and peak memory"
-    return out

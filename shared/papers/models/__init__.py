@@ -3,15 +3,15 @@ trained here. The models themselves are the shared core's :mod:`acl26.zoo`."""
 
 from acl26 import zoo
 from acl26.chapter import Chapter
-from acl26.papers.models import study
+from acl26.papers.models import spec, study, verdicts  # noqa: F401  (study: the page's measurements)
 
 CHAPTER = Chapter(
     id="models",
     title="Shared models: SmolLM2 offline and small LMs trained here",
     kind="support",
-    spec=zoo.SPEC,
-    claims=tuple(study.CLAIMS),
-    record_claims=study.record_claims,
+    spec=spec.SPEC,
+    claims=tuple(spec.CLAIMS),
+    record_claims=verdicts.record_claims,
     assets=("smollm2", *zoo.ASSETS),
     order=0,
 )

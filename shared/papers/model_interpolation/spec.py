@@ -1,0 +1,149 @@
+"""Model-interpolation chapter (ACL 2026, arXiv 2510.10977): its parameters, its claims and the paper's
+figures, fixed before any run. The sweep is :mod:`.study`, the verdicts :mod:`.verdicts`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from acl26 import claims as C
+from acl26.checks import SEED_MAX
+from acl26.params import TORCH_DEVICE, Param, ParamSpec, folder_with
+
+
+#: the paper's Table 2 (Qwen3-4B, AIME'25): Mean@64, Pass@64, tokens, Think %
+PAPER_TABLE2 = {
+    "Instruct": (46.6, 76.7, 15097, 0.0), "Thinking": (80.4, 90.0, 22813, 99.9),
+    "TA": (61.7, 86.7, 16594, 0.5), "TIES": (61.5, 93.3, 11159, 65.4),
+    "MI-0.4": (55.8, 90.0, 12448, 1.4), "MI-0.5": (62.5, 90.0, 11189, 59.6),
+    "MI-0.6": (71.0, 90.0, 12681, 100.0), "MI-0.8": (80.5, 93.3, 17574, 99.9),
+}
+
+
+def _local(p: dict, *files: str) -> bool:
+    """The local pair's folders (if given) hold ``files`` (glob patterns: one match each)."""
+    return not p["instruct"] or all(any(Path(p[end]).glob(f)) for end in ("instruct", "thinking") for f in files)
+
+
+def _finetune_rows(p: dict) -> int:
+    """The most rows the pair's fine-tunes can train on: pair.fine_tune holds out max(8, n // 20) of the
+    ``train_problems`` (fewer rows if the length filter or gsm_symbolic drop some)."""
+    return p["train_problems"] - max(8, p["train_problems"] // 20)
+
+
+SPEC = ParamSpec(
+    paper="model_interpolation",
+    params=(
+        Param("parent", str, "parent of the pair made here: SmolLM2-135M-Instruct or a tiny LM", choices=("smollm2", "tiny")),
+        Param("instruct", str, "local HF folder of an Instruct checkpoint ('' = the pair made here)", path=True),
+        Param("thinking", str, "local HF folder of its Thinking sibling ('' = the pair made here)", path=True),
+        Param("base", str, "local HF folder of their shared base, for TA and TIES ('' = the parent of the pair made "
+              "here; with a local pair and no base, TA and TIES are not run)", rule=folder_with("config.json"),
+              path=True),
+        Param("merge", str, "how each merged model is made: 'memory' (interpolate on state dicts, 3 model-sizes) or "
+              "'streamed' (interpolate_files over the two checkpoints on disk, near one model-size; for paper-scale pairs)",
+              choices=("memory", "streamed")),
+        Param("device", str, "torch device for generation", choices=("cpu", "cuda"), rule=TORCH_DEVICE),
+        Param("dtype", str, "weights' dtype in generation", choices=("float32", "bfloat16")),
+        Param("train_problems", int, "problems drawn for fine-tuning the pair (before the length filter)", min=16),
+        Param("max_terms", int, "chain sums: most terms (steps = terms - 1)", min=2, max=8),
+        Param("gsm_share", float, "share of gsm_symbolic problems (training half of the GSM8K templates)", min=0.0, max=1.0),
+        Param("check_share", float, "share of Thinking traces with a checking pass", min=0.0, max=1.0),
+        Param("max_len", int, "fine-tuning: longest prompt + response (tokens)", min=16),
+        Param("steps_instruct", int, "fine-tuning steps of Instruct", min=1),
+        Param("steps_thinking", int, "fine-tuning steps of Thinking", min=1),
+        Param("ft_batch", int, "fine-tuning batch (examples)", min=1),
+        Param("ft_lr", float, "fine-tuning peak learning rate", min=1e-7, max=1.0),
+        Param("seed", int, "seed of the data, the fine-tunes and the rollouts", min=0, max=SEED_MAX),
+        Param("eval_problems", int, "held-out chain-sum problems per configuration", min=2),
+        Param("k", int, "rollouts per problem (Mean@k, Pass@k, Vote@k)", min=1),
+        Param("max_new_tokens", int, "longest response (tokens)", min=1),
+        Param("batch_prompts", int, "prompts per generation batch (each with k rollouts)", min=1),
+        Param("lambdas", list, "coarse λ grid", elem=float, min_len=2, min=0.0, max=1.0),
+        Param("fine_points", int, "extra λ values in the transition band (where Think #R crosses 1/2)", min=0),
+        Param("best_lambda", float, "the λ < 1 compared with Thinking and the baselines (fixed before the run: the "
+              "paper's MI-0.8)", min=0.0, max=1.0, max_open=True),
+        Param("ablation_lambda", float, "λ of the layer and module ablations the verdicts use (paper: 0.8)", min=0.0, max=1.0),
+        Param("extra_ablation_lambdas", list, "further λ values of the same ablations, shown apart (no verdict uses them)",
+              elem=float, min_len=0, min=0.0, max=1.0),
+        Param("grid_temperatures", list, "decoding grid at the band's λ: temperatures", elem=float, min_len=1,
+              min=0.0, min_open=True),
+        Param("grid_top_ps", list, "decoding grid at the band's λ: top-p values", elem=float, min_len=1,
+              min=0.0, min_open=True, max=1.0),
+        Param("gsm8k_split", str, "real GSM8K questions evaluated at λ = 0, best_lambda, 1 ('none': skip)",
+              choices=("heldout", "all", "none")),
+        Param("gsm8k_max_new_tokens", int, "longest GSM8K response (tokens)", min=1),
+        Param("ta_scale", float, "Task Arithmetic: scale of both task vectors", min=0.0),
+        Param("ties_density", float, "TIES: share of each task vector kept", min=0.01, max=1.0),
+        Param("ties_scale", float, "TIES: scale of the merged task vector", min=0.0),
+        Param("n_resamples", int, "bootstrap resamples of every interval", min=99),
+    ),
+    profiles={
+        "book": dict(parent="smollm2", instruct="", thinking="", base="", merge="memory", device="cpu", dtype="float32",
+                     train_problems=1200, max_terms=5, gsm_share=0.15, check_share=0.4, max_len=144,
+                     steps_instruct=32, steps_thinking=32, ft_batch=16, ft_lr=3e-4, seed=0,
+                     eval_problems=24, k=4, max_new_tokens=128, batch_prompts=24,
+                     lambdas=[0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0], fine_points=2,
+                     best_lambda=0.8, ablation_lambda=0.8, extra_ablation_lambdas=[1.0], grid_temperatures=[0.6, 1.0], grid_top_ps=[0.8, 0.95],
+                     gsm8k_split="heldout", gsm8k_max_new_tokens=160, ta_scale=0.7, ties_density=0.2, ties_scale=0.5,
+                     n_resamples=1999),
+        "smoke": dict(parent="tiny", train_problems=64, steps_instruct=4, steps_thinking=4, ft_batch=4,
+                      eval_problems=4, k=2, max_new_tokens=12, batch_prompts=4, lambdas=[0.0, 0.5, 0.8, 1.0], fine_points=1,
+                      grid_temperatures=[0.6], grid_top_ps=[0.95, 0.8], gsm8k_split="none", n_resamples=199),
+        "paper": dict(eval_problems=100, k=16, max_new_tokens=256, fine_points=4, gsm8k_split="all",
+                      steps_instruct=96, steps_thinking=96, n_resamples=4999),
+    },
+    checks=(
+        # the sweep's ends are the two models (the checks, the Thinking comparisons and the notebook read λ = 0, 1)
+        ("lambdas must include 0 and 1", lambda p: 0.0 in p["lambdas"] and 1.0 in p["lambdas"]),
+        ("best_lambda must be one of lambdas", lambda p: p["best_lambda"] in p["lambdas"]),
+        ("instruct and thinking must both be given or both be ''", lambda p: bool(p["instruct"]) == bool(p["thinking"])),
+        # load_pair: models.load_local needs config.json, and one of the two folders a tokenizer
+        ("instruct and thinking must be local Hugging Face folders (with config.json)", lambda p: _local(p, "config.json")),
+        ("instruct or thinking must hold a tokenizer (tokenizer_config.json)",
+         lambda p: not p["instruct"] or any((Path(p[e]) / "tokenizer_config.json").is_file() for e in ("instruct", "thinking"))),
+        # merged(): the streamed merge reads the checkpoints' safetensors files
+        ("merge 'streamed' needs *.safetensors in instruct and thinking",
+         lambda p: p["merge"] != "streamed" or _local(p, "*.safetensors")),
+        # training.train refuses a batch larger than the training rows
+        ("ft_batch must not exceed the pair's fine-tuning rows: train_problems less the max(8, train_problems // 20) "
+         "held out", lambda p: bool(p["instruct"]) or p["ft_batch"] <= _finetune_rows(p)),
+    ),
+)
+
+
+CLAIMS = [
+    C.Claim("think_sigmoid", "Think #R rises like a sigmoid in λ: ≈ 0 below a narrow band, ≈ 1 above it",
+            "0 → 1 within λ ∈ [0.4, 0.6]", "§ three stages (Qwen3-4B)",
+            C.predicate("ours: λ-width of the band where Think #R goes from ≤ 10% to ≥ 90% is ≤ 0.4",
+                        lambda v: v <= 0.4)),
+    C.Claim("mean_jumps", "Across that band Mean@k jumps more than Pass@k",
+            "Mean@64 55.8 → 71.0, Pass@64 90.0 → 90.0 (λ 0.4 → 0.6)", "Table 2 (AIME'25)",
+            C.predicate("ours: ΔMean@k − ΔPass@k across the band > 0", lambda v: v > 0)),
+    C.Claim("length_grows", "Past the band, responses keep getting longer (over-thinking)",
+            "tokens 12,681 (λ 0.6) → 17,574 (0.8) → 22,813 (Thinking)", "Table 2",
+            C.predicate("ours: Token #N at λ = 1 / at the band's end > 1", lambda v: v > 1)),
+    C.Claim("matches_thinking", "A λ < 1 reaches the Thinking model's accuracy", "MI-0.8 80.5 vs Thinking 80.4 (Mean@64)",
+            "Table 2", C.predicate("ours: Mean@k(best_lambda) − Mean@k(Thinking) ≥ −0.05 (non-inferior by 5 points)",
+                                   lambda v: v >= -0.05)),
+    C.Claim("fewer_tokens", "… at fewer tokens", "17,574 vs 22,813 tokens (0.77×)", "Table 2",
+            C.predicate("ours: Token #N(best_lambda) / Token #N(Thinking) < 1", lambda v: v < 1)),
+    C.Claim("beats_merging", "Interpolation beats Task Arithmetic and TIES", "MI-0.8 80.5 vs TA 61.7, TIES 61.5 (Mean@64)",
+            "Table 2", C.predicate("ours: Mean@k(best_lambda) − the better of TA and TIES > 0", lambda v: v > 0)),
+    C.Claim("mlp_drives", "The MLPs carry the thinking behaviour more than attention does",
+            "λ = 0.8, MLPs left at Instruct: Think 0.7%; attention left at Instruct: 99.9%", "module ablation",
+            C.predicate("ours: Think #R(MLP only) − Think #R(attention only) > 0", lambda v: v > 0)),
+    C.Claim("late_layers", "Interpolating the later two thirds of the layers gives thinking; the first third does not",
+            "λ = 0.8: layers [0, 11] Think 0%, [12, 35] Think 100%", "layer ablation",
+            C.predicate("ours: Think #R(last two thirds) − Think #R(first third) > 0", lambda v: v > 0)),
+    C.Claim("decoding_robust", "In the band, accuracy barely moves across temperature × top-p",
+            "IFEval 69.7–71.3 at λ = 0.4", "decoding ablation",
+            C.predicate("ours: max − min Mean@k over the grid ≤ 0.05", lambda v: v <= 0.05)),
+    C.Claim("thinking_thinks", "The Thinking model made here thinks", "—", "ours",
+            C.predicate("Think #R(λ = 1) ≥ 0.9", lambda v: v >= 0.9), kind="check"),
+    C.Claim("thinking_better", "The Thinking model answers better than Instruct", "—", "ours",
+            C.predicate("Mean@k(Thinking) − Mean@k(Instruct) > 0", lambda v: v > 0), kind="check"),
+    C.Claim("endpoints_exact", "λ = 0 and λ = 1 give the two models bit for bit", "—", "ours",
+            C.predicate("max |difference| = 0", lambda v: v == 0), kind="check"),
+    C.Claim("pair_close", "The pair is close in weight space (the paper's 4B pair: σ = 0.0269)", "—", "ours",
+            C.predicate("σ (mean over tensors) < 0.1", lambda v: v < 0.1), kind="check"),
+]
