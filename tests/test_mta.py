@@ -400,7 +400,7 @@ def test_teacher_cache_holds_the_teachers_top_k_and_states(tmp_path, monkeypatch
 
 
 def test_distill_is_deterministic_cached_and_each_term_changes_the_loss(tmp_path, monkeypatch):
-    setup, _ = _tiny_setup(tmp_path, monkeypatch)
+    setup, teacher = _tiny_setup(tmp_path, monkeypatch)
     cfg = Dl.DistillConfig(steps=3, batch_size=2, lr=1e-2, seed=0)
     full = Dl.Condition(dsa=True, hid=True)
     a = Dl.distill(setup, full, cfg, name="t-a", progress=False, use_cache=False)
@@ -435,6 +435,17 @@ def test_distill_is_deterministic_cached_and_each_term_changes_the_loss(tmp_path
     assert float(terms["flat"]["hid"]) != pytest.approx(float(f["hid"]))
     times = Dl.step_times(setup, {"base": Dl.Condition(), "MTA": full}, batch_size=2, rounds=2)
     assert len(times["base"]) == len(times["MTA"]) == 2
+    # as a user runs a step: the teacher's forward inside it, on both arms
+    calls = []
+    original = teacher.forward
+
+    def counted(*a, **k):
+        calls.append(k.get("output_hidden_states"))
+        return original(*a, **k)
+
+    teacher.forward = counted
+    times = Dl.step_times(setup, {"base": Dl.Condition(), "MTA": full}, batch_size=2, rounds=2, teacher=teacher)
+    assert len(times["MTA"]) == 2 and calls.count(True) == calls.count(False) >= 2  # warm-up calls too
 
 
 def test_the_base_loss_compares_the_logits_at_t_with_the_teachers_at_t(tmp_path, monkeypatch):

@@ -303,10 +303,20 @@ def distill(setup: Setup, cond: Condition, cfg: DistillConfig, *, name: str, pro
     return Distilled(model, log, False, folder)
 
 
-def step_times(setup: Setup, conds: dict[str, Condition], *, batch_size: int, rounds: int, seed: int = 0) -> dict:
-    """Seconds per training step (forward + backward) of each condition on the same batches, in
-    interleaved rounds whose order rotates (:func:`acl26.timing.interleaved`); no weights change."""
+def step_times(setup: Setup, conds: dict[str, Condition], *, batch_size: int, rounds: int, seed: int = 0,
+               teacher=None, teacher_layers: Sequence[int] | None = None) -> dict:
+    """Seconds per training step of each condition on the same batches, in interleaved rounds whose
+    order rotates (:func:`acl26.timing.interleaved`); no weights change.
+
+    A step is the student's forward and backward. With ``teacher`` it also holds the teacher's
+    forward on the batch, as a user runs a distillation step: its log-probabilities' top-k (the
+    base loss's targets) and, for a condition with MTA terms, its states at ``teacher_layers``
+    (the cache's; the losses still read the cached copies, the same numbers)."""
     from acl26 import timing
+
+    if teacher is not None and teacher_layers is None:
+        teacher_layers = setup.cache.layers
+    top_k = int(setup.cache.meta["top_k"])
 
     model = freeze_embeddings(copy.deepcopy(setup.student))
     model.train()
@@ -315,8 +325,19 @@ def step_times(setup: Setup, conds: dict[str, Condition], *, batch_size: int, ro
     gen = torch.Generator().manual_seed(seed)
     batch = setup.batch(torch.randint(0, len(setup.items), (batch_size,), generator=gen).tolist())
 
+    def teacher_forward(cond):
+        dev = next(teacher.parameters()).device
+        with torch.no_grad():
+            out = teacher(input_ids=batch["ids"].to(dev), attention_mask=batch["attn"].long().to(dev),
+                          output_hidden_states=cond.mta)
+            torch.log_softmax(out.logits.float(), dim=-1).topk(top_k, dim=-1)
+            if cond.mta:
+                torch.stack([out.hidden_states[layer].float() for layer in teacher_layers], dim=2)
+
     def step(cond):
         def f():
+            if teacher is not None:
+                teacher_forward(cond)
             terms = loss_terms(model, projs, batch, cond, setup)
             terms["loss"].backward()
             model.zero_grad(set_to_none=True)

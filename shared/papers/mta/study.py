@@ -165,7 +165,8 @@ def run(params: dict, progress: bool = True) -> dict:
     ab = params["ablation_base"]
     timing = Dl.step_times(setup, {"base": Dl.Condition(base=ab),
                                    "MTA": Dl.Condition(base=ab, dsa=True, hid=True)},
-                           batch_size=params["batch_size"], rounds=params["timing_rounds"])
+                           batch_size=params["batch_size"], rounds=params["timing_rounds"],
+                           teacher=teacher, teacher_layers=t_layers)
     trl = trl_difference(teacher, student, setup.batch(list(range(min(4, len(train_items))))))
     return {"runs": runs, "logs": logs, "evals": evals, "timing": timing, "trl_diff": trl,
             "recovery": m["recovery"], "teacher_id": m["teacher_id"], "student_id": m["student_id"],

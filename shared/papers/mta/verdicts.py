@@ -58,7 +58,9 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
     iv = stats.repeat_range(ratios)
     ledger.record("overhead", iv.estimate, interval=iv,
                   shown=f"{iv.estimate:.2f}× ({np.median(t['base']):.2f} → {np.median(t['MTA']):.2f} s/step, median)",
-                  note="forward + backward of one batch, interleaved rounds; the teacher's states come from the cache")
+                  note="a distillation step as a user runs it, on both arms: the teacher's forward (top-k "
+                       "log-probabilities, and its key-layer states for MTA) and the student's forward and backward, "
+                       "on the same batch, in interleaved rounds")
     rec = results.get("recovery")
     if rec is None:
         ledger.untested("student_recovers", "a local start student was given: no recovery training ran")
