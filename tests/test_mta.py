@@ -548,3 +548,32 @@ def test_reading_the_verdicts_is_made_by_the_package():
     ch.record_claims(ledger, bad)
     text = verdicts.reading(ledger, bad, params)
     assert text.startswith("- **MTA improves") and "10 steps" in text
+
+
+def test_every_quality_claim_needs_the_teacher_ahead_control():
+    """The student must trail the teacher by more than the main comparison's interval half-width;
+    otherwise each quality claim is not testable here, whatever its own figure."""
+    import copy
+
+    import mta_cases
+    from acl26 import claims as C
+    from acl26 import registry
+
+    ch = registry.get("mta")
+    quality = [c.id for c in ch.claims if "teacher_ahead" in c.controls]
+    assert set(quality) == {"improves_sfkl", "improves_fkl", "improves_srkl", "dsa_over_hid", "word_and_phrase",
+                            "importance_helps"}
+    good = mta_cases.synthetic()
+    ledger = C.Ledger("mta", "book", list(ch.claims))
+    ch.record_claims(ledger, good)
+    assert ledger.entries["teacher_ahead"].holds == C.HOLDS and ledger.entries["improves_sfkl"].holds == C.HOLDS
+    for lead in (5.0, 15.2):  # behind the start student; ahead by less than the seeds' half-width
+        bad = copy.deepcopy(good)
+        bad["evals"]["teacher"] = mta_cases.rec(lead, 9)
+        ledger = C.Ledger("mta", "book", list(ch.claims))
+        ch.record_claims(ledger, bad)
+        assert ledger.entries["teacher_ahead"].holds != C.HOLDS
+        for cid in quality:
+            if ledger.entries[cid].holds != C.UNTESTED:  # fkl / srkl: not run in this profile
+                assert ledger.entries[cid].holds == C.NOT_TESTABLE, cid
+        assert ledger.entries["overhead"].holds == C.HOLDS  # not a quality claim: no control
