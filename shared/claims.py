@@ -126,6 +126,10 @@ class Claim:
     kind: str = "claim"
     #: the ids of the controls (rows of kind "control" in the same chapter) this claim's verdict needs
     controls: tuple[str, ...] = ()
+    #: where our measurement only bounds the claimed figure from one side, the one verdict it can
+    #: decide: e.g. FAILS for a speed-up of the MoE layers alone (an upper bound of the whole model's)
+    #: tested with ``at_least``; the other verdict is then recorded as inconclusive, with the reason
+    one_sided: str | None = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -134,6 +138,8 @@ class Claim:
             raise ValueError(f"claim {self.id!r}: controls must be a tuple of ids, got the string {self.controls!r}")
         if self.controls and self.kind == "control":
             raise ValueError(f"claim {self.id!r}: a control names no controls of its own")
+        if self.one_sided not in (None, HOLDS, FAILS):
+            raise ValueError(f"claim {self.id!r}: one_sided must be {HOLDS!r} or {FAILS!r}, got {self.one_sided!r}")
 
 
 @dataclass
@@ -213,6 +219,12 @@ class Ledger:
             entry.measured = HOLDS if entry.claim.test(value) else FAILS
         entry.holds = entry.measured
         entry.note = note
+        side = entry.claim.one_sided
+        if side is not None and entry.measured in (HOLDS, FAILS) and entry.measured != side:
+            entry.holds = INCONCLUSIVE
+            can = "does not hold" if side == FAILS else "holds"
+            entry.note = (f"our figure bounds the claimed one from one side, so it can only show that the claim {can}"
+                          + (f". {note}" if note else ""))
         failed = [c for c in controls if c.holds != HOLDS]
         if failed:
             entry.holds = NOT_TESTABLE

@@ -385,3 +385,57 @@ def test_allocation_benchmark_quick_and_its_peers_agree():
         assert np.isclose(best, cost[np.arange(5), bench.milp_alloc(cost, b) - 1].sum())
         from acl26.kernels import dp_alloc
         assert np.isclose(best, cost[np.arange(5), dp_alloc.allocate(cost, b) - 1].sum())
+
+
+# --------------------------------------------------------------------------------------------
+# the controls' measurements and the chapter's one entry point
+
+
+def test_random_calibration_blocks_are_uniform_ids_fixed_by_seed():
+    a, b = study.random_blocks(4, 64, 300), study.random_blocks(4, 64, 300)
+    assert a.shape == (4, 64) and torch.equal(a, b) and int(a.min()) >= 0 and int(a.max()) < 300
+    assert not torch.equal(a, study.random_blocks(4, 64, 300, seed=1))
+    assert len(torch.unique(study.random_blocks(8, 512, 50))) == 50  # every id drawn
+
+
+def test_headline_seed_scores_top_1_and_from_grid_reads_the_same_fields():
+    model = tiny_qwen3(layers=2, top_k=4, experts=8)
+    g = torch.Generator().manual_seed(6)
+    tx = {"eval": torch.randint(0, 300, (4, 16), generator=g), "sotu": torch.randint(0, 300, (2, 16), generator=g)}
+    P = {"budgets": [1, 2, 3], "batch_blocks": 2, "k_base": 1, "calib_source": "sotu"}
+    r = study.headline_seed(model, tx, P, progress=False)
+    top1, _ = study.evaluate(model, tx["eval"], R.topk([1, 1]), batch_blocks=2)
+    np.testing.assert_allclose(r["top1"], top1)
+    assert np.isfinite(r["top1"]).all() and sum(r["alloc"]) <= 4
+    grid = {"half": 2, "nll": {(2, "uniform"): r["uniform"], (2, "alloc-l+t"): r["alloc-l+t"]}, "full_nll": r["full"],
+            "top1_nll": r["top1"], "alloc_main": r["alloc"]}
+    assert set(study.from_grid(grid)) == set(r)
+
+
+@pytest.mark.assets
+@pytest.mark.slow
+def test_run_returns_everything_record_claims_reads(tmp_path):
+    """study.run on a tiny checkpoint: one call, and its result alone decides every claim and control."""
+    from acl26 import claims as C
+    from acl26 import corpus as corpus_mod
+    from acl26.papers.alloc_moe import CHAPTER
+    from transformers import AutoModelForCausalLM
+
+    tok = corpus_mod.train_bpe(1024)
+    torch.manual_seed(0)
+    cfg = models.moe_config(len(tok), hidden=32, layers=2, heads=2, kv_heads=1, experts=6, top_k=3,
+                            expert_intermediate=16, max_positions=32)
+    AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    P = study.SPEC.resolve("smoke", {"checkpoint": str(tmp_path), "budgets": [1, 2], "eval_blocks": 4,
+                                     "n_resamples": 99, "speed_rounds": 1})
+    res = study.run(P, progress=False)
+    assert {"grid", "seeds", "speed", "n_resamples"} <= set(res) and list(res["seeds"]) == [None]
+    g = res["grid"]
+    np.testing.assert_array_equal(g["top1_nll"], g["nll"][(1, "uniform")])  # budget 1 is top-1: scored once
+    assert g["S_rand"].shape == g["S"].shape and sum(g["alloc_rand"]) <= g["half"] * 2
+    assert set(res["speed"]["allocs"]) == {"uniform", "Alloc-MoE"}
+    ledger = C.Ledger("alloc_moe", "smoke", list(CHAPTER.claims))
+    CHAPTER.record_claims(ledger, res)
+    assert not ledger.missing()
+    assert all(e.holds in C.VERDICTS for e in ledger.entries.values())

@@ -188,3 +188,15 @@ def test_one_rule_for_noisy_verdicts():
     assert ledger.record_noisy("a").holds == C.UNTESTED
     v, iv, how = stats.noisy([1.0, 1.2, 0.8])
     assert iv.n == 3 and v == pytest.approx(1.0)
+
+
+def test_a_one_sided_measurement_decides_only_one_way():
+    """A speed-up of the MoE layers alone bounds the whole model's from above: below the paper's figure it
+    shows the claim does not hold; above it, it shows nothing."""
+    claim = C.Claim("speed", "1.15× faster", "1.15×", "Table 3", C.at_least(1.15), one_sided=C.FAILS)
+    ledger = C.Ledger("demo", "book", [claim])
+    assert ledger.record("speed", 1.05).holds == C.FAILS
+    e = ledger.record("speed", 1.40)
+    assert e.holds == C.INCONCLUSIVE and e.measured == C.HOLDS and "only show that the claim does not hold" in e.note
+    with pytest.raises(ValueError, match="one_sided"):
+        C.Claim("x", "x", "", "", C.at_least(1), one_sided="maybe")

@@ -3,13 +3,14 @@
 :mod:`.routing` routes any transformers MoE (Qwen2/3-MoE, OLMoE, Mixtral, DeepSeek-V2) under a
 budget: per-layer top-k, top-p, NAEE-style skipping and Alloc-T (:func:`alloc_t_mask`), counting
 the activated pairs. Alloc-L's DP is :func:`acl26.kernels.dp_alloc.allocate`. :mod:`.speed` times
-an MoE layer at DeepSeek-V2-Lite's shapes, :mod:`.bench` the DP, :mod:`.study` holds the
-chapter's experiments and verdicts.
+an MoE layer at DeepSeek-V2-Lite's shapes, :mod:`.bench` the DP. The chapter itself: :mod:`.spec` (its
+parameters and claims), :mod:`.study` (its experiments; ``study.run``) and :mod:`.verdicts`
+(``record_claims``, the controls first).
 """
 
 from acl26 import zoo
 from acl26.chapter import Chapter
-from acl26.papers.alloc_moe import study
+from acl26.papers.alloc_moe import spec, study, verdicts
 from acl26.papers.alloc_moe.routing import (Counter, Policy, alloc_t, alloc_t_mask, budgeted, moe_blocks, native_k,
                                             skip, topk, topp)
 
@@ -19,9 +20,9 @@ CHAPTER = Chapter(
     arxiv="2604.08133",
     venue="ACL 2026",
     cite="allocmoe2026",
-    spec=study.SPEC,
-    claims=tuple(study.CLAIMS),
-    record_claims=study.record_claims,
+    spec=spec.SPEC,
+    claims=tuple(spec.CLAIMS),
+    record_claims=verdicts.record_claims,
     assets=zoo.ASSETS,
     benchmarks=study.benchmarks,
     order=30,

@@ -11,7 +11,7 @@ runs transformers' own ``grouped_mm`` experts path on the same tensors, as a ref
 :func:`cost_curve` times prefill (``T`` tokens) and decode (one token) at every uniform
 ``k = 1..K`` in interleaved rounds whose order rotates; :func:`stack_speedups` turns the per-``k``
 layer times of each round into the time of a stack of layers at an allocation (uniform or
-Alloc-L-shaped), and the speed-up at half budget as per-round ratios.
+Alloc-MoE's), and the speed-up at half budget as per-round ratios.
 """
 
 from __future__ import annotations
