@@ -456,3 +456,33 @@ def test_streamed_sharded_inputs_and_bad_out_dir(tmp_path):
     assert index["metadata"]["total_size"] == sum(v.numel() * v.element_size() for v in ref.values())
     with pytest.raises(ValueError, match="out_dir"):
         M.interpolate_files(tmp_path / "a", tmp_path / "b", tmp_path / "b", 0.5)
+
+
+@pytest.mark.parametrize("control", ["thinking_better", "few_cut_off"])
+def test_a_failing_control_makes_the_claims_naming_it_not_testable(control):
+    """The accuracy claims need Thinking ahead of Instruct by more than matches_thinking's half-width;
+    every claim read from the sweep needs fewer than 10% of responses cut off at the token cap."""
+    import copy
+
+    import mi_cases
+    from acl26 import claims as C
+    from acl26 import registry
+
+    ch = registry.get("model_interpolation")
+    naming = {c.id for c in ch.claims if control in c.controls}
+    if control == "thinking_better":
+        assert naming == {"mean_jumps", "matches_thinking", "beats_merging", "decoding_robust"}
+    else:
+        assert naming == {c.id for c in ch.claims if c.kind == "claim"}
+    r = copy.deepcopy(mi_cases.synthetic())
+    for rec in r["sweep"].values():
+        if control == "few_cut_off":
+            rec["finished"] = [[i % 4 != 0 for i in range(rec["k"])] for _ in rec["correct"]]  # 25% cut off
+    if control == "thinking_better":  # Thinking barely ahead of Instruct: a gap inside the noise
+        r["sweep"][1.0]["correct"] = copy.deepcopy(r["sweep"][0.0]["correct"])
+    ledger = C.Ledger(ch.id, "book", list(ch.claims))
+    ch.record_claims(ledger, r)
+    assert ledger.entries[control].holds != C.HOLDS
+    for cid in naming:
+        if ledger.entries[cid].holds != C.UNTESTED:
+            assert ledger.entries[cid].holds == C.NOT_TESTABLE, cid

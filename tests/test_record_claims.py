@@ -198,6 +198,7 @@ MODEL_INTERPOLATION_FAIL = {
                                          correct=_mi_const(r, "variants", "λ 0.5, T 1, top-p 0.95", True)),
     "thinking_thinks": lambda r: _mi_set(r, "sweep", 1.0, think=_mi_const(r, "sweep", 1.0, False)),
     "thinking_better": lambda r: _mi_set(r, "sweep", 1.0, correct=_mi_const(r, "sweep", 1.0, False)),
+    "few_cut_off": lambda r: _mi_set(r, "sweep", 1.0, finished=_mi_const(r, "sweep", 1.0, False)),
     "endpoints_exact": lambda r: r.update(endpoint_error=1e-3),
     "pair_close": lambda r: r.update(sigma=0.5),
 }

@@ -166,13 +166,15 @@ def evaluate(pair: dict, state: dict | Callable[[], dict], label: str, items: Se
 
 
 def per_problem(rec: dict) -> dict[str, np.ndarray]:
-    """Per-problem Mean@k, Pass@k (unbiased, from all samples), Think #R and mean tokens."""
+    """Per-problem Mean@k, Pass@k (unbiased, from all samples), Think #R, mean tokens, and the share of its
+    responses cut off at the token cap (``cut``)."""
     k = rec["k"]
     acc = np.array([np.mean(r[:k]) for r in rec["correct"]], dtype=float)
     pas = np.array([evaluation.pass_at_k(len(r), int(sum(r)), k) for r in rec["correct"]], dtype=float)
     think = np.array([np.mean(r) for r in rec["think"]], dtype=float)
     tokens = np.array([np.mean(r) for r in rec["tokens"]], dtype=float)
-    return {"mean@k": acc, "pass@k": pas, "think": think, "tokens": tokens}
+    cut = np.array([1.0 - np.mean(r) for r in rec["finished"]], dtype=float)
+    return {"mean@k": acc, "pass@k": pas, "think": think, "tokens": tokens, "cut": cut}
 
 
 def summary(rec: dict) -> dict:

@@ -40,6 +40,30 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
     def diff(a, b):
         return stats.paired_bootstrap(a, b, "mean_diff", n_resamples=nr, unit="problems")
 
+    # the controls first
+    cut = np.stack([pp[x]["cut"] for x in lams], axis=1)  # problems x λ: share of its responses cut off
+    worst = lams[int(np.argmax(cut.mean(axis=0)))]
+    iv = _boot_problems(lambda idx: float(cut[idx].mean(axis=0).max()), n, nr)
+    ledger.record("few_cut_off", iv.estimate, interval=iv,
+                  shown=f"{iv.estimate:.1%} at λ {worst:g} (the worst); "
+                        + ", ".join(f"{x:g}: {c:.0%}" for x, c in zip(lams, cut.mean(axis=0))),
+                  note="responses that reached max_new_tokens before their end, per λ of the sweep")
+    best = results["best_lambda"]
+    if 0.0 in pp and 1.0 in pp and best in pp:
+        gap = diff(pp[1.0]["mean@k"], pp[0.0]["mean@k"])
+        match = diff(pp[best]["mean@k"], pp[1.0]["mean@k"])
+        h = (match.hi - match.lo) / 2
+        shown = (f"Thinking − Instruct Mean@k {gap.estimate:+.3f} [{gap.lo:+.3f}, {gap.hi:+.3f}] against "
+                 f"matches_thinking's half-width ±{h:.3f}")
+        if h > 0:
+            scaled = stats.Interval(gap.estimate / h, gap.lo / h, gap.hi / h, gap.level,
+                                    f"{gap.method}, over the half-width", gap.n)
+            ledger.record("thinking_better", scaled.estimate, interval=scaled, shown=f"{scaled.estimate:.2f}×: " + shown)
+        else:
+            ledger.record("thinking_better", float("inf") if gap.lo > 0 else 0.0, shown=shown)
+    else:
+        ledger.untested("thinking_better", "λ = 0, λ = 1 or best_lambda is not in the sweep")
+
     # stage 2: the band
     iv = _boot_problems(lambda idx: band_width(lams, think_m[idx]), n, nr)
     b = results["band"]
@@ -70,7 +94,6 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
         else:
             ledger.untested("length_grows", "the band ends at λ = 1: nothing lies past it")
     # the best λ against Thinking and the baselines
-    best = results["best_lambda"]
     if best in pp and 1.0 in pp:
         iv = diff(pp[best]["mean@k"], pp[1.0]["mean@k"])
         ledger.record("matches_thinking", iv.estimate, interval=iv,
@@ -126,10 +149,6 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
     if 1.0 in pp:
         iv = mean_interval(pp[1.0]["think"], nr)
         ledger.record("thinking_thinks", iv.estimate, interval=iv, shown=f"{iv.estimate:.3f}")
-    if 0.0 in pp and 1.0 in pp:
-        iv = diff(pp[1.0]["mean@k"], pp[0.0]["mean@k"])
-        ledger.record("thinking_better", iv.estimate, interval=iv,
-                      shown=f"{iv.estimate:+.3f} ({summary(sw[1.0])['mean@k']:.3f} vs {summary(sw[0.0])['mean@k']:.3f})")
     ledger.record("endpoints_exact", float(results["endpoint_error"]), shown=f"{results['endpoint_error']:g}")
     ledger.record("pair_close", float(results["sigma"]), shown=f"{results['sigma']:.4f} (pooled "
                                                               f"{results.get('sigma_pooled', float('nan')):.4f})")
