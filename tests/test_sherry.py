@@ -128,3 +128,138 @@ def test_packed_model_computes_the_fake_quantized_logits():
     assert len(layers) == 14 and all(m.nbytes > 0 for m in layers)
     with pytest.raises(ValueError, match="only 3:4"):
         sherry.to_packed(sherry.wrap(tiny_model(), "absmean"))
+
+
+# ---- whole-model files (acl26.papers.sherry.modelfile): what the size claim is measured on
+
+
+def _trained_like(mode="sparse34"):
+    """A tiny model wrapped for QAT, its weights spread like a trained model's (with exact ties in some groups)."""
+    model = sherry.wrap(tiny_model(), mode).eval()
+    with torch.no_grad():
+        model.model.layers[0].mlp.up_proj.weight[:4] = torch.round(model.model.layers[0].mlp.up_proj.weight[:4] * 8) / 8
+    return model
+
+
+def _bf16_rest(model):
+    """A copy of ``model`` whose tensors outside the decoder blocks' linear layers are rounded to bf16."""
+    import copy
+
+    ref = copy.deepcopy(model)
+    linear = {f"{n}.weight" for n, _ in sherry.quantized_layers(ref)}
+    with torch.no_grad():
+        for name, p in ref.named_parameters():
+            if name not in linear:
+                p.copy_(p.to(torch.bfloat16).float())
+    return ref
+
+
+@pytest.mark.parametrize("weights", ["sherry", "i2", "bf16"])
+def test_model_file_loads_back_bit_exact(tmp_path, weights):
+    from acl26.papers.sherry import modelfile
+
+    model = _trained_like()
+    path = modelfile.save_model(model, tmp_path / f"m-{weights}.safetensors", weights)
+    check = modelfile.verify(model, path)
+    assert check["exact"] and not check["mismatched"] and check["layers"] == 14 and check["tensors"] >= 14
+    assert check["bytes"] == path.stat().st_size and 0 < check["layer_bytes"] < check["bytes"]
+    mf = modelfile.load_model(path)
+    assert mf.weights == weights and mf.tied == {"lm_head.weight": "model.embed_tokens.weight"}
+    if weights != "bf16":  # the unpacked streams are the fake-quantizer's ternary matrix and scale, bit for bit
+        for name, layer in sherry.quantized_layers(model):
+            t, s = sherry.sparse34(layer.weight)
+            T, scale = mf.ternary(name)
+            assert np.array_equal(T, t.numpy().astype(np.int8)) and np.array_equal(scale, s.detach().numpy())
+        # and the model rebuilt from the file (packed kernels) computes what the fake-quantized one does
+        x = torch.randint(0, 128, (2, 16))
+        with torch.no_grad():
+            got, want = modelfile.model_from_file(path)(x).logits, _bf16_rest(model)(x).logits
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_model_file_sizes_follow_the_formats(tmp_path):
+    from types import SimpleNamespace
+
+    from acl26.papers.sherry import study
+
+    model = _trained_like()
+    out = study.model_files(SimpleNamespace(model=model), "sparse34")
+    assert out["exact"] and out["layers"] == 14 and out["weights"] == 2 * (2 * 32 * 32 + 2 * 32 * 16 + 3 * 32 * 64)
+    nb, lb = out["bytes"], out["layer_bytes"]
+    assert nb["sherry"] < nb["i2"] < nb["bf16"]
+    # Sherry's streams are 5/8 of the 2-bit ones; the float32 row scales are the same in both
+    rows = 2 * (32 + 16 + 16 + 32 + 64 + 64 + 32)
+    assert lb["sherry"] - 4 * rows == out["weights"] * 5 // 32 and lb["i2"] - 4 * rows == out["weights"] // 4
+    hb = out["header_bytes"]  # the Sherry file's header names one more tensor per layer (the signs)
+    assert hb["sherry"] > hb["i2"] and nb["i2"] - hb["i2"] - lb["i2"] == nb["sherry"] - hb["sherry"] - lb["sherry"]
+
+
+def test_a_different_model_does_not_verify(tmp_path):
+    from acl26.papers.sherry import modelfile
+
+    model = _trained_like()
+    path = modelfile.save_model(model, tmp_path / "m.safetensors")
+    with torch.no_grad():
+        model.model.layers[1].self_attn.q_proj.weight.mul_(-1)  # every ternary state of one layer flips
+        model.model.norm.weight.add_(0.5)
+    check = modelfile.verify(model, path)
+    assert not check["exact"]
+    assert set(check["mismatched"]) == {"model.layers.1.self_attn.q_proj.weight", "model.norm.weight"}
+
+
+@pytest.mark.parametrize("damage", ["flip a data byte", "truncate", "flip a header byte", "not ours"])
+def test_a_damaged_or_foreign_model_file_is_refused(tmp_path, damage):
+    from safetensors.torch import save_file
+
+    from acl26.papers.sherry import modelfile
+
+    path = modelfile.save_model(_trained_like(), tmp_path / "m.safetensors")
+    data = bytearray(path.read_bytes())
+    header = 8 + int.from_bytes(data[:8], "little")
+    if damage == "flip a data byte":
+        data[header + (len(data) - header) // 2] ^= 0x10
+    elif damage == "truncate":
+        data = data[: len(data) - 100]
+    elif damage == "flip a header byte":
+        data[header // 2] ^= 0x01
+    bad = tmp_path / "bad.safetensors"
+    if damage == "not ours":
+        save_file({"w": torch.zeros(4)}, str(bad))
+    else:
+        bad.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="not a whole-model file acl26 wrote, or damaged") as err:
+        modelfile.load_model(bad)
+    assert str(bad) in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(ValueError, match="damaged"):
+        modelfile.verify(_trained_like(), bad)
+    with pytest.raises(FileNotFoundError, match="no such model file"):
+        modelfile.load_model(tmp_path / "missing.safetensors")
+
+
+def test_model_file_writer_refuses_a_foreign_file_and_a_bad_model(tmp_path):
+    from acl26 import io
+    from acl26.papers.sherry import modelfile
+
+    mine = tmp_path / "mine.safetensors"
+    mine.write_text("the user's")
+    with pytest.raises(io.OutputExistsError):
+        modelfile.save_model(_trained_like(), mine)
+    assert mine.read_text() == "the user's"
+    path = modelfile.save_model(_trained_like(), tmp_path / "m.safetensors")
+    modelfile.save_model(_trained_like(), path)  # ours, unchanged: replaced
+    with pytest.raises(ValueError, match="3:4 ternary layers only"):
+        modelfile.save_model(_trained_like("absmean"), tmp_path / "a.safetensors")
+    assert modelfile.verify(_trained_like("absmean"), modelfile.save_model(_trained_like("absmean"),
+                                                                            tmp_path / "a.safetensors", "i2"))["exact"]
+    with pytest.raises(ValueError, match="no quantized layers|ternary QuantLinear"):
+        modelfile.save_model(tiny_model(), tmp_path / "fp.safetensors")
+    with pytest.raises(ValueError, match="weights must be one of"):
+        modelfile.save_model(_trained_like(), tmp_path / "x.safetensors", "tq2_0")
+    model = _trained_like()
+    modelfile.save_model(model, tmp_path / "before.safetensors")  # quantized once, remembered
+    with torch.no_grad():
+        model.model.layers[0].mlp.down_proj.weight[0, 0] = float("nan")
+    for weights in ("sherry", "bf16"):  # the changed weight is seen, and refused
+        with pytest.raises(ValueError, match=r"model\.layers\.0\.mlp\.down_proj\.weight.*finite"):
+            modelfile.save_model(model, tmp_path / f"nan-{weights}.safetensors", weights)
+    assert not list(tmp_path.glob("nan-*"))

@@ -4,12 +4,15 @@
 packed deployment layer); the packed formats and kernels are :mod:`acl26.kernels.ternary`.
 :mod:`.decoder` builds decoders of real shapes in each format, :mod:`.speed` times them,
 :mod:`.paper` holds the paper's speed table, :mod:`.peers` llama.cpp's ternary types,
-:mod:`.kernel_bench` the kernel benchmarks, :mod:`.study` the chapter's experiments and verdicts.
+:mod:`.kernel_bench` the kernel benchmarks, :mod:`.modelfile` whole-model files with the ternary layers
+packed, :mod:`.spec` the chapter's parameters and rows, :mod:`.study` its experiments, :mod:`.verdicts`
+its verdicts, :mod:`.bench` its benchmarks.
 """
 
 from acl26 import zoo
 from acl26.chapter import Chapter
-from acl26.papers.sherry import llamacpp, study
+from acl26.papers.sherry import bench, llamacpp, modelfile, spec, study, verdicts
+from acl26.papers.sherry.modelfile import load_model, model_from_file, save_model
 from acl26.papers.sherry.qat import (MODES, PackedLinear, QATMonitor, QuantLinear, absmean, arenas_lambda,
                                      effective_rank, quantize, quantized_layers, sparse34, to_packed, wrap)
 
@@ -19,11 +22,11 @@ CHAPTER = Chapter(
     arxiv="2601.07892",
     venue="ACL 2026 long 513",
     cite="sherry2026",
-    spec=study.SPEC,
-    claims=tuple(study.CLAIMS),
-    record_claims=study.record_claims,
+    spec=spec.SPEC,
+    claims=tuple(spec.CLAIMS),
+    record_claims=verdicts.record_claims,
     assets=("smollm2", *zoo.ASSETS),
-    benchmarks=study.benchmarks,
+    benchmarks=bench.benchmarks,
     order=10,
     prepare=llamacpp.prepare,
     fragments={"intro_sherry_shapes.md": study.decoded_shapes},
@@ -31,4 +34,5 @@ CHAPTER = Chapter(
 )
 
 __all__ = ["CHAPTER", "MODES", "PackedLinear", "QATMonitor", "QuantLinear", "absmean", "arenas_lambda", "effective_rank",
-           "quantize", "quantized_layers", "sparse34", "to_packed", "wrap"]
+           "load_model", "model_from_file", "modelfile", "quantize", "quantized_layers", "save_model", "sparse34",
+           "to_packed", "wrap"]

@@ -226,23 +226,35 @@ class QATMonitor(training.Monitor):
 
 
 class PackedLinear(nn.Module):
-    """A 3:4 ternary layer stored packed (1.25 bits/weight) and run with ``gemm("sherry", ...)``."""
+    """A 3:4 ternary layer stored packed (1.25 bits/weight) and run with ``gemm("sherry", ...)``
+    (:meth:`from_packed`: any packed format of :mod:`acl26.kernels.ternary`, run with its own ``gemm``)."""
 
     def __init__(self, t: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None):
         super().__init__()
         from acl26.kernels import ternary
 
-        self.out_features, self.in_features = t.shape
-        self.packed = ternary.pack_sherry(t.to(torch.int8).numpy())
-        self.scale = scale.detach().float().numpy().astype(np.float32)
+        self._setup(ternary.pack_sherry(t.to(torch.int8).numpy()), scale, bias)
+
+    def _setup(self, packed, scale, bias) -> None:
+        self.out_features, self.in_features = packed.shape
+        self.packed = packed
+        self.scale = np.asarray(scale.detach().float().numpy() if torch.is_tensor(scale) else scale, np.float32)
         self.bias = None if bias is None else bias.detach().clone()
+
+    @classmethod
+    def from_packed(cls, packed, scale, bias: torch.Tensor | None = None) -> "PackedLinear":
+        """A layer around existing streams (a :class:`acl26.kernels.ternary.Packed`, e.g. read from a file)."""
+        layer = cls.__new__(cls)
+        nn.Module.__init__(layer)
+        layer._setup(packed, scale, bias)
+        return layer
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         from acl26.kernels import ternary
 
         lead = x.shape[:-1]
         xs = np.ascontiguousarray(x.detach().reshape(-1, self.in_features).float().numpy())
-        y = torch.from_numpy(ternary.gemm("sherry", self.packed, self.scale, xs)).reshape(*lead, self.out_features)
+        y = torch.from_numpy(ternary.gemm(self.packed.fmt, self.packed, self.scale, xs)).reshape(*lead, self.out_features)
         if self.bias is not None:
             y = y + self.bias
         return y.to(x.dtype)

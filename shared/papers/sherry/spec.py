@@ -1,0 +1,173 @@
+"""Sherry chapter (ACL 2026, arXiv 2601.07892): its parameters, its rows (the paper's claims, facts by
+construction, our checks, the controls) and the paper's figures they use, fixed before any run.
+The experiments are :mod:`.study`, the verdicts :mod:`.verdicts`, the benchmarks :mod:`.bench`."""
+
+from __future__ import annotations
+
+from acl26 import claims as C
+from acl26 import zoo
+from acl26.checks import SEED_MAX
+from acl26.papers.sherry import decoder, llamacpp
+from acl26.papers.sherry import paper as sherry_paper
+from acl26.params import Param, ParamSpec
+
+
+VARIANTS = {
+    "fp": ("fp", False, "full precision (continued training)"),
+    "absmean": ("absmean", False, "absmean ternary, 1.58-bit (BitNet b1.58)"),
+    "sparse34": ("sparse34", False, "3:4 ternary, 1.25-bit, without Arenas"),
+    "sparse34+arenas": ("sparse34", True, "3:4 ternary, 1.25-bit, with Arenas (Sherry)"),
+}
+
+
+SPEC = ParamSpec(
+    paper="sherry",
+    params=(
+        Param("speed_shapes", list, "model shapes for the decode-speed table", elem=str,
+              choices=tuple(decoder.SHAPES) + tuple(decoder.ALIASES)),
+        Param("speed_formats", list, "weight formats for the decode-speed table", elem=str,
+              choices=tuple(decoder.FORMATS)),
+        Param("speed_tokens", int, "decode steps timed per (shape, format)", min=1),
+        Param("speed_repeats", int, "timing repeats (medians are reported)", min=1),
+        Param("speed_peers", list, "llama.cpp decode peers timed in the same rounds (llama-bench on GGUF files of "
+              "each shape; skipped, saying why, where llama.cpp is not built)", elem=str, min_len=0,
+              choices=tuple(llamacpp.PEERS)),
+        Param("peer_rounds", int, "rounds of the GEMV comparison with llama.cpp's TQ1_0 / TQ2_0 (when built)", min=1),
+        Param("ptq_chars", int, "characters of the 2016 State of the Union scored with SmolLM2 (0: all)", min=0,
+              rule=(f"must be 0 (the whole address) or at least {zoo.MIN_PPL_CHARS} characters (a perplexity needs "
+                    "2 tokens)", lambda v: v == 0 or v >= zoo.MIN_PPL_CHARS)),
+        Param("models_profile", str, "profile of the shared dense LM to start QAT from", choices=("smoke", "book", "paper")),
+        Param("variants", list, "QAT variants, all trained for the same steps", elem=str, choices=tuple(VARIANTS)),
+        Param("qat_steps", int, "QAT steps per variant", min=2),
+        Param("qat_lr", float, "QAT peak learning rate", min=1e-6, max=1.0),
+        Param("eval_blocks", int, "validation blocks for the reported perplexities", min=1),
+        Param("track_every", int, "steps between weight-trapping snapshots", min=1),
+        Param("seeds", list, "QAT seeds: every variant is trained once per seed, on that seed's batches", elem=int,
+              min=0, max=SEED_MAX),
+    ),
+    profiles={
+        "book": dict(speed_shapes=["bitnet-0.7b", "llama-3.2-1b", "bitnet-3b"],
+                     speed_formats=["fp32", "bf16", "i2", "tl2", "sherry"], speed_peers=[k for k in llamacpp.PEERS if k != "ggml-f16"],
+                     speed_tokens=8, speed_repeats=3,
+                     peer_rounds=3, ptq_chars=0, models_profile="book", variants=list(VARIANTS), qat_steps=56, qat_lr=1e-3,
+                     eval_blocks=64, track_every=8, seeds=[0, 1, 2]),
+        "smoke": dict(speed_shapes=["tiny"], speed_peers=["ggml-f16", "ggml-tq2_0"], speed_tokens=3, speed_repeats=1, peer_rounds=1, ptq_chars=2000,
+                      models_profile="smoke", qat_steps=6, eval_blocks=4, track_every=2, seeds=[0, 1]),
+        "paper": dict(speed_peers=list(llamacpp.PEERS), speed_tokens=32, speed_repeats=5, qat_steps=1000, eval_blocks=256, seeds=[0, 1, 2]),
+    },
+    checks=(
+        # speed.speed_table: an alias counts as the shape it names
+        ("speed_shapes must not name a shape twice (" + ", ".join(f"{a} is {s}" for a, s in decoder.ALIASES.items()) + ")",
+         lambda p: len({decoder.ALIASES.get(s, s) for s in p["speed_shapes"]}) == len(p["speed_shapes"])),
+    ),
+)
+
+
+_PAPER_MB = {r["format"]: r["mb"] for r in sherry_paper.paper_table() if r["model"] == "0.7B"}
+
+
+#: the paper's whole-model size of Sherry over I2_S at 0.7B (its table: 205.50 / 256.56 MB)
+PAPER_SIZE_RATIO = _PAPER_MB["sherry"] / _PAPER_MB["i2"]
+
+
+#: the size claim's tolerance (its test: within 10% of the paper's ratio)
+SIZE_TOL = 0.10
+
+
+#: Sherry's streams over the 2-bit format's, per weight: 1.25 / 2 bits
+STREAM_RATIO = 1.25 / 2
+
+
+#: The least share of the 2-bit file its quantized layers must hold for the size claim to be testable
+#: on that model, fixed before any run from the claim's own test: a file whose quantized layers hold a
+#: share q of its bytes shrinks to at best 1 - q (1 - 1.25/2) when they go from 2 to 1.25 bits (scales
+#: and the rest unchanged, or larger), so it can reach the test's upper end, PAPER_SIZE_RATIO x 1.10 =
+#: 0.881, only when q >= (1 - 0.881) / (1 - 0.625) = 0.317. Below that, the whole-file ratio says how
+#: big the embeddings are, not how small Sherry's format is.
+SIZE_SHARE_MIN = (1 - PAPER_SIZE_RATIO * (1 + SIZE_TOL)) / (1 - STREAM_RATIO)
+
+
+#: The same share in the paper's 0.7B files, from its table, if the rest is the same in both:
+#: (256.56 - 205.50) / (256.56 x 0.375).
+PAPER_SIZE_SHARE = (_PAPER_MB["i2"] - _PAPER_MB["sherry"]) / (_PAPER_MB["i2"] * (1 - STREAM_RATIO))
+
+
+#: The tolerance of matches_158 (perplexity within 5% of absmean ternary): the only accuracy test with a
+#: band, and so the resolution asked of the perplexity comparisons. An interval wider than +-5% cannot
+#: fall inside a +-5% band even when the two variants are equal, so matches_158 could not hold whatever
+#: the models do; the same resolution is asked of arenas_gain, so both are decided at one declared power.
+PPL_RESOLUTION = 0.05
+
+
+#: The margin arenas_frees names (stuck share at least 1 point lower with Arenas): the only trapping
+#: test with a size. An interval wider than +-1 point cannot tell a 1-point difference from none.
+TRAP_RESOLUTION = 0.01
+
+
+CLAIMS = [
+    C.Claim("bits", "3:4 ternary packs into 5 bits per 4 weights", "1.25 bits/weight", "§3 (encoding)",
+            C.equals(1.25), kind="fact"),
+    C.Claim("size_subject", f"The subject can show the size claim: its quantized layers hold at least "
+            f"{SIZE_SHARE_MIN:.1%} of its 2-bit file (below that, no 1.25-bit format can bring the whole file "
+            f"within the claim's band)", f"≈ {PAPER_SIZE_SHARE:.0%} in the 0.7B files (from its table)", "speed/size table",
+            C.predicate(f"ours ≥ {SIZE_SHARE_MIN:.3f}", lambda v: v >= SIZE_SHARE_MIN, boundaries=(SIZE_SHARE_MIN,)),
+            kind="control"),
+    C.Claim("size", "Sherry's whole model takes this share of the 2-bit (I2_S) model's bytes (measured on the files "
+            "our packer wrote of the trained 3:4 model)",
+            f"{PAPER_SIZE_RATIO:.1%} (0.7B: {_PAPER_MB['sherry']:.2f} / {_PAPER_MB['i2']:.2f} MB)", "speed/size table",
+            C.within(PAPER_SIZE_RATIO, SIZE_TOL), controls=("size_subject",)),
+    C.Claim("speed_vs_tl2", "Sherry decodes faster than the 1.67-bit format (TL2)", "148.27 vs 116.83 tok/s (0.7B)",
+            "speed table, i7-14700HX", C.predicate("ours > 1.0×", lambda v: v > 1.0)),
+    C.Claim("speed_vs_i2", "Sherry decodes at least as fast as the 2-bit format (I2_S)", "148.27 vs 132.13 tok/s (0.7B)",
+            "speed table, i7-14700HX", C.predicate("ours ≥ 1.0×", lambda v: v >= 1.0)),
+    C.Claim("speed_vs_ggml", "Sherry's matrix-vector product is faster than llama.cpp's ternary kernels (TQ1_0, TQ2_0) "
+            "at the same shape and thread count", "faster than the 2-bit and 1.67-bit kernels (148.27 vs 132.13 and "
+            "116.83 tok/s, 0.7B)", "speed table; llama.cpp's TQ types are the public CPU peers",
+            C.predicate("ours: the faster TQ kernel's time / Sherry's > 1.0×", lambda v: v > 1.0)),
+    C.Claim("ptq_collapses", "Ternarizing a pretrained model without training destroys it (the reason to train)",
+            "motivates QAT", "§1-2", C.predicate("ppl ≥ 10× the full-precision model's", lambda v: v >= 10),
+            kind="check"),
+    C.Claim("qat_separates", "QAT tells ternary from full precision: absmean ternary (1.58-bit) ends with a higher "
+            "perplexity than full precision trained alike (if it cannot, it cannot compare ternary variants)",
+            "ternary costs accuracy (BF16 .558 vs BitNet .483, 1B)", "main table",
+            C.predicate("ours: absmean-ternary ppl / full-precision ppl > 1", lambda v: v > 1.0, boundaries=(1.0,)),
+            kind="control"),
+    C.Claim("ppl_resolves", f"The perplexity comparisons resolve {PPL_RESOLUTION:.0%}: the widest interval half-width "
+            "among the ratios arenas_gain and matches_158 are decided on", "—", "matches_158's tolerance",
+            C.predicate(f"ours < {PPL_RESOLUTION:g}", lambda v: v < PPL_RESOLUTION, boundaries=(PPL_RESOLUTION,)),
+            kind="control"),
+    C.Claim("trap_resolves", f"The stuck-share comparisons resolve {100 * TRAP_RESOLUTION:g} point: the widest interval "
+            "half-width among the differences trapping and arenas_frees are decided on", "—", "arenas_frees' margin",
+            C.predicate(f"ours < {TRAP_RESOLUTION:g}", lambda v: v < TRAP_RESOLUTION, boundaries=(TRAP_RESOLUTION,)),
+            kind="control"),
+    C.Claim("arenas_gain", "Arenas improves 3:4 ternary training (decided only where QAT separates ternary from full "
+            "precision and the comparison resolves 5%)", "+4.59 points average accuracy (1B)",
+            "ablation table", C.predicate("ours: lower perplexity with Arenas (ratio < 1)", lambda v: v < 1.0,
+                                          boundaries=(1.0,)),
+            controls=("qat_separates", "ppl_resolves")),
+    C.Claim("matches_158", "3:4 ternary with Arenas matches a denser ternary format's accuracy (decided only where QAT "
+            "separates ternary from full precision and the comparison resolves 5%)",
+            "Sherry .519 = Tequila .519 (1B)", "main table",
+            C.predicate("ours: perplexity within 5% of absmean ternary", lambda v: v <= 1.05, boundaries=(1.05,)),
+            controls=("qat_separates", "ppl_resolves")),
+    C.Claim("trapping", "3:4 sparsity traps weights: more of them stay in one ternary state than in dense ternary "
+            "(decided only where the stuck-share comparison resolves 1 point)",
+            "weight trapping, gradient rank collapse", "§3 (Arenas)",
+            C.predicate("ours: stuck share of 3:4 minus absmean's > 0", lambda v: v > 0, boundaries=(0.0,)),
+            controls=("trap_resolves",)),
+    C.Claim("arenas_frees", "Arenas frees trapped weights (decided only where the stuck-share comparison resolves "
+            "1 point)", "representational diversity kept", "§3 (Arenas)",
+            C.predicate("ours: stuck share at least 1 point lower with Arenas", lambda v: v <= -0.01,
+                        boundaries=(-0.01,)),
+            controls=("trap_resolves",)),
+    C.Claim("packed_exact", "The packed 1.25-bit model computes what the fake-quantized model did",
+            "(deployment)", "§4", C.predicate("|Δ ppl| / ppl < 1e-4", lambda v: v < 1e-4), kind="check"),
+    C.Claim("file_exact", "The whole-model files our packer wrote (Sherry, 2-bit, BF16) load back bit-exact: every "
+            "unpacked ternary matrix and scale equals the fake-quantizer's, every other tensor the model's in bf16",
+            "(deployment)", "§4", C.predicate("tensors that differ = 0", lambda v: v == 0), kind="check"),
+]
+
+
+#: the matrix-vector shapes (rows x inputs) at which our kernels are timed beside ggml's: the
+#: 4096-square layer of the kernel benchmarks, and the MLP shape of test-backend-ops' perf suite
+GEMV_SHAPES = ((4096, 4096), (4096, 14336))

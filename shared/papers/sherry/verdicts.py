@@ -1,0 +1,263 @@
+"""Sherry chapter (ACL 2026, arXiv 2601.07892): the verdicts, decided from :func:`acl26.papers.sherry.study.run`'s
+results, the controls first."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from acl26 import claims as C
+from acl26.papers.sherry.spec import _PAPER_MB, CLAIMS, PAPER_SIZE_SHARE  # noqa: F401
+
+
+def _ratio_inputs(results: dict, a: str, b: str) -> dict | None:
+    """The inputs of :meth:`acl26.claims.Ledger.record_noisy` for the perplexity ratio of variant ``a``
+    over ``b``: per-seed ratios (seeds paired: all variants of one seed see the same batches), the
+    per-block NLLs of the first seed (a paired bootstrap of the ratio of perplexities), the first
+    seed's ratio; None where either variant is missing."""
+    ppl = results.get("qat_ppl") or {}
+    if not {a, b} <= set(ppl):
+        return None
+    by_seed = results.get("qat_seeds") or {}
+    nll = results.get("qat_block_nll") or {}
+    common = sorted(set(by_seed.get(a, {})) & set(by_seed.get(b, {})), key=str)
+    return dict(per_seed=[by_seed[a][s] / by_seed[b][s] for s in common] if len(common) >= 2 else None,
+                paired=(nll[a], nll[b]) if a in nll and b in nll else None, point=ppl[a] / ppl[b],
+                statistic="ppl_ratio")
+
+
+def _diff_inputs(results: dict, a: str, b: str, key: str = "stuck share") -> dict | None:
+    """The inputs of ``record_noisy`` for the difference of a trapping statistic, variant ``a`` minus ``b``
+    (each the mean over the tracked layers): per seed where two or more seeds have both, and the
+    difference of the means over everything; None where either variant has no rows."""
+    acc: dict = {}
+    for row in results.get("trapping") or []:
+        acc.setdefault((row["variant"], row.get("seed")), []).append(row[key])
+    per = {k: float(np.mean(v)) for k, v in acc.items()}
+    variants = {v for v, _ in per}
+    if not {a, b} <= variants:
+        return None
+    seeds = sorted(({s for v, s in per if v == a} & {s for v, s in per if v == b}) - {None}, key=str)
+    mean = _variant_means(results, key)
+    return dict(per_seed=[per[(a, s)] - per[(b, s)] for s in seeds] if len(seeds) >= 2 else None,
+                paired=None, point=mean[a] - mean[b], statistic="mean_diff", means=mean)
+
+
+def _variant_means(results: dict, key: str) -> dict[str, float]:
+    """The mean of a trapping statistic per variant, over its tracked layers and seeds."""
+    acc: dict = {}
+    for row in results.get("trapping") or []:
+        acc.setdefault(row["variant"], []).append(row[key])
+    return {v: float(np.mean(x)) for v, x in acc.items()}
+
+
+def _noisy(inputs: dict):
+    """``acl26.stats.noisy`` on :func:`_ratio_inputs` / :func:`_diff_inputs`: ``(value, interval, how)``."""
+    from acl26 import stats
+
+    return stats.noisy(inputs["per_seed"], inputs["paired"], inputs["point"], statistic=inputs["statistic"])
+
+
+def _record(ledger: C.Ledger, cid: str, inputs: dict, shown: str, note: str = "") -> None:
+    ledger.record_noisy(cid, per_seed=inputs["per_seed"], paired=inputs["paired"], point=inputs["point"],
+                        statistic=inputs["statistic"], shown=shown, note=note)
+
+
+def _resolution(ledger: C.Ledger, cid: str, measured: dict, missing: str) -> None:
+    """Record the control ``cid`` on the widest half-width among the intervals in ``measured``
+    (``{claim id: (value, interval, how)}``); untested, saying why, where one has no interval (its
+    resolution is unknown) or nothing was measured."""
+    widths = {k: (iv.hi - iv.lo) / 2 for k, (_, iv, _) in measured.items() if iv is not None}
+    if not measured or len(widths) < len(measured):
+        why = "; ".join(f"{k}: {how}" for k, (_, iv, how) in measured.items() if iv is None) or missing
+        ledger.untested(cid, f"no interval to measure the resolution on ({why})")
+        return
+    widest = max(widths, key=widths.get)
+    ledger.record(cid, widths[widest], shown=f"±{widths[widest]:.3g} ({widest}); "
+                  + ", ".join(f"{k} ±{w:.3g}" for k, w in widths.items()),
+                  note="; ".join(f"{k}: {measured[k][2]}" for k in widths))
+
+
+def record_claims(ledger: C.Ledger, results: dict) -> None:
+    """Decide every Sherry row from :func:`run`'s results (see its docstring for the keys).
+
+    * ``bits`` (a fact): the stream bits per weight of the 4096 x 4096 layer.
+    * ``size`` on the bytes of the whole-model files of ``model_file`` (the trained 3:4 model in
+      Sherry's format over the same model in the 2-bit format), untested where the files did not load
+      back bit-exact; its control ``size_subject`` on the share of the 2-bit file held by the
+      quantized layers, against :data:`SIZE_SHARE_MIN`. ``file_exact`` (a check): the tensors that
+      differ on reading the files back.
+    * The speed claims at the first shape of the speed table where all three ternary formats were
+      timed, on the range over rounds of the per-round tok/s ratio: ``speed_vs_tl2`` against our TL2
+      (a lookup kernel, as bitnet.cpp's TL2 is), ``speed_vs_i2`` against llama.cpp's TQ2_0 with an f16
+      head (row ``ggml-tq2_0``, a direct 2-bit kernel as bitnet.cpp's I2_S is; untested without it);
+      ``speed_vs_ggml`` on the range over rounds of the faster TQ kernel's GEMV time over ours at the
+      first matrix shape of ``llamacpp_gemv``.
+    * ``ptq_collapses`` (a check): 3:4 PTQ perplexity over full precision.
+    * The accuracy rows by the one rule for noisy figures (:meth:`acl26.claims.Ledger.record_noisy`:
+      the t-interval over seeds of the seed-paired ratio or difference with two or more seeds, else a
+      paired bootstrap over the first seed's validation blocks, else a point). Controls first:
+      ``qat_separates`` (absmean ternary over full precision > 1), ``ppl_resolves`` (the widest
+      half-width of the ratios arenas_gain and matches_158 are decided on < :data:`PPL_RESOLUTION`)
+      and ``trap_resolves`` (the same of the stuck-share differences < :data:`TRAP_RESOLUTION`); a
+      claim whose controls do not all hold is not testable here.
+    * ``packed_exact`` (a check): the packed model's perplexity against the fake-quantized one's.
+    """
+    from acl26 import stats
+
+    b = results["bits"]["sherry"]
+    ledger.record("bits", float(b["streams"]), shown=f"{b['streams']:.4f} (streams) + {b['scales']:.4f} (scales)")
+
+    # ---- size: measured on whole-model files
+    mf = results.get("model_file")
+    if mf:
+        nb, lb = mf["bytes"], mf["layer_bytes"]
+        share = lb["i2"] / nb["i2"]
+        ledger.record("size_subject", share,
+                      shown=f"{share:.1%} of the 2-bit file ({lb['i2']:,} of {nb['i2']:,} bytes; the rest is "
+                            f"embeddings, norms and the header in bf16); the paper's 0.7B ≈ {PAPER_SIZE_SHARE:.0%}")
+        n_bad = len(mf["mismatched"])
+        ledger.record("file_exact", n_bad,
+                      shown=(f"{mf['tensors']} tensors read back from the Sherry, 2-bit and BF16 files of the "
+                             f"{mf['variant']} model ({mf['layers']} packed layers, {mf['weights']:,} weights): "
+                             + ("all equal" if not n_bad else f"{n_bad} differ: {', '.join(mf['mismatched'][:3])}")))
+        if mf["exact"]:
+            whole = nb["sherry"] / nb["i2"]
+            ledger.record("size", whole,
+                          shown=f"{whole:.1%} ({nb['sherry']:,} / {nb['i2']:,} bytes, files of the {mf['variant']} "
+                                f"model, bf16 embeddings); of the BF16 file {nb['sherry'] / nb['bf16']:.1%} "
+                                f"(paper {_PAPER_MB['sherry'] / _PAPER_MB['bf16']:.1%}); quantized layers alone "
+                                f"{lb['sherry'] / lb['i2']:.1%} of the 2-bit ones")
+        else:
+            ledger.untested("size", f"the files did not load back bit-exact ({n_bad} tensors differ), so their "
+                                    "bytes measure nothing")
+    else:
+        for cid in ("size_subject", "file_exact", "size"):
+            ledger.untested(cid, "no 3:4 variant was trained, so no model file was written")
+
+    # ---- speed
+    rows = results["speed"]
+    ok = [r for r in rows if r["status"] == "ok"]
+    by = {(r["shape"], r["format"]): r for r in ok}
+    shape = next((r["shape"] for r in ok if all((r["shape"], f) in by for f in ("sherry", "i2", "tl2"))), None)
+
+    def round_ratios(a, b):
+        """Per-round tok/s ratios a / b (the rounds ran both, in a rotating order)."""
+        n = min(len(a["decode_runs"]), len(b["decode_runs"]))
+        return [x / y for x, y in zip(a["decode_runs"][:n], b["decode_runs"][:n])] or [a["decode_tok_s"] / b["decode_tok_s"]]
+
+    def tok(r):
+        return f"{r['decode_tok_s']:.2f} tok/s"
+
+    if shape:
+        s, i2, tl2 = by[(shape, "sherry")], by[(shape, "i2")], by[(shape, "tl2")]
+        tq1, tq2 = by.get((shape, "ggml-tq1_0")), by.get((shape, "ggml-tq2_0"))
+        iv = stats.repeat_range(round_ratios(s, tl2))
+        ledger.record("speed_vs_tl2", iv.estimate, interval=iv,
+                      shown=f"Sherry {tok(s)} vs our TL2 {tok(tl2)} ({shape}, {s['threads']} threads)"
+                            + (f"; llama.cpp TQ1_0 (1.69-bit) {tok(tq1)}" if tq1 else ""),
+                      note="TL2 is our lookup-table kernel, a lookup kernel as bitnet.cpp's TL2 is; per-round ratios, "
+                           "range over rounds" + ("" if tq1 else "; llama.cpp's TQ1_0 was not timed"))
+        if tq2:
+            iv = stats.repeat_range(round_ratios(s, tq2))
+            ledger.record("speed_vs_i2", iv.estimate, interval=iv,
+                          shown=f"Sherry {tok(s)} vs llama.cpp TQ2_0 {tok(tq2)} ({shape}, {s['threads']} threads); "
+                                f"our lookup-table I2 {tok(i2)}",
+                          note="decided against ggml's TQ2_0, a direct 2-bit decode-and-multiply kernel as bitnet.cpp's "
+                               "I2_S is, with embeddings and head in f16 as ours are in bf16; per-round ratios, range "
+                               "over rounds")
+        else:
+            miss = next((r for r in rows if r["shape"] == shape and r["format"] == "ggml-tq2_0"), None)
+            ledger.untested("speed_vs_i2", "llama.cpp's TQ2_0 (the direct 2-bit peer) was not timed"
+                            + (f": {miss['reason']}" if miss and miss.get("reason") else "")
+                            + f"; our lookup-table I2: {tok(i2)} vs Sherry {tok(s)}")
+    else:
+        for cid in ("speed_vs_tl2", "speed_vs_i2"):
+            ledger.untested(cid, "the speed table lacks a shape with all three ternary formats")
+
+    peer = results.get("llamacpp_gemv")
+    if peer:
+        peer = [r for r in peer if r["shape"] == peer[0]["shape"]]  # decided at the first shape timed
+        by_round: dict = {}
+        for row in peer:
+            by_round.setdefault(row["round"], {})[row["format"]] = row["us"]
+        ratios = [min(t["TQ1_0"], t["TQ2_0"]) / t["sherry"] for t in by_round.values()
+                  if {"TQ1_0", "TQ2_0", "sherry"} <= set(t)]
+        if ratios:
+            iv = stats.repeat_range(ratios)
+            med = {f: float(np.median([r["us"] for r in peer if r["format"] == f])) for f in ("sherry", "TQ1_0", "TQ2_0")}
+            ledger.record("speed_vs_ggml", iv.estimate, interval=iv,
+                          shown=f"Sherry {med['sherry']:.0f} µs vs TQ2_0 {med['TQ2_0']:.0f} µs and TQ1_0 {med['TQ1_0']:.0f} µs "
+                                f"({peer[0]['shape']}, {peer[0]['threads']} thread(s))")
+        else:
+            ledger.untested("speed_vs_ggml", "the llama.cpp comparison lacks Sherry, TQ1_0 or TQ2_0")
+    else:
+        ledger.untested("speed_vs_ggml", results.get("llamacpp_reason") or "llama.cpp was not built here "
+                        "(`acl26 prepare sherry`)")
+
+    # ---- post-training ternarization (our check)
+    ptq = {r["mode"]: r["ppl"] for r in results["ptq"]}
+    if {"fp", "sparse34"} <= set(ptq):
+        fp_ppl, s34 = ptq["fp"], ptq["sparse34"]
+        ledger.record("ptq_collapses", s34 / fp_ppl,
+                      shown=f"3:4 PTQ ppl {s34:,.0f} vs full precision {fp_ppl:.1f} ({s34 / fp_ppl:,.0f}×)")
+    else:
+        ledger.untested("ptq_collapses", "full precision and 3:4 PTQ are both needed")
+
+    # ---- accuracy: controls first, then the claims, all by the one rule for noisy figures
+    ppl = results.get("qat_ppl") or {}
+    seeds_note = "seeds paired: all variants of one seed see the same batches"
+
+    names = {"fp": "full precision", "absmean": "absmean ternary", "sparse34": "3:4",
+             "sparse34+arenas": "3:4 with Arenas"}
+
+    def ratio_shown(inputs, a, b):
+        value, _, _ = _noisy(inputs)
+        text = f"ppl {ppl[a]:.1f} ({names[a]}) vs {ppl[b]:.1f} ({names[b]}), first seed: {inputs['point']:.3f}×"
+        if inputs["per_seed"]:
+            text += f"; mean ratio over {len(inputs['per_seed'])} seeds {value:.3f}×"
+        return text
+
+    sep = _ratio_inputs(results, "absmean", "fp")
+    if sep:
+        _record(ledger, "qat_separates", sep, ratio_shown(sep, "absmean", "fp"),
+                note=seeds_note if sep["per_seed"] else "")
+    else:
+        ledger.untested("qat_separates", "the full-precision and absmean variants are both needed")
+
+    pairs = {"arenas_gain": ("sparse34+arenas", "sparse34"), "matches_158": ("sparse34+arenas", "absmean")}
+    ratio_in = {cid: _ratio_inputs(results, a, b) for cid, (a, b) in pairs.items()}
+    _resolution(ledger, "ppl_resolves", {cid: _noisy(x) for cid, x in ratio_in.items() if x},
+                "the 3:4 variants and absmean were not all trained")
+    for cid, (a, b) in pairs.items():
+        if ratio_in[cid]:
+            _record(ledger, cid, ratio_in[cid], ratio_shown(ratio_in[cid], a, b),
+                    note=seeds_note if ratio_in[cid]["per_seed"] else "")
+        else:
+            ledger.untested(cid, f"the variants {a} and {b} are both needed")
+
+    ranks = _variant_means(results, "grad effective rank (mean)")
+    trap_pairs = {"trapping": ("sparse34", "absmean", "(3:4)", "(absmean)"),
+                  "arenas_frees": ("sparse34+arenas", "sparse34", "with Arenas", "without")}
+    diff_in = {cid: _diff_inputs(results, a, b) for cid, (a, b, _, _) in trap_pairs.items()}
+    _resolution(ledger, "trap_resolves", {cid: _noisy(x) for cid, x in diff_in.items() if x},
+                "the trapping statistics of the ternary variants are missing")
+    for cid, (a, b, la, lb) in trap_pairs.items():
+        x = diff_in[cid]
+        if not x:
+            ledger.untested(cid, f"the trapping statistics of {a} and {b} are both needed")
+            continue
+        value, _, _ = _noisy(x)
+        shown = f"stuck share {x['means'][a]:.1%} {la} vs {x['means'][b]:.1%} {lb}"
+        if a in ranks and b in ranks:
+            shown += f"; gradient effective rank {ranks[a]:.1f} vs {ranks[b]:.1f}"
+        if x["per_seed"]:
+            shown += f"; mean difference over {len(x['per_seed'])} seeds {value:+.1%}"
+        _record(ledger, cid, x, shown, note=seeds_note if x["per_seed"] else "")
+
+    pk = results.get("packed")
+    if pk:
+        rel = abs(pk["packed_ppl"] - pk["fake_ppl"]) / pk["fake_ppl"]
+        ledger.record("packed_exact", rel,
+                      shown=f"{pk['packed_ppl']:.4f} packed vs {pk['fake_ppl']:.4f} fake-quantized (rel. {rel:.1e})")
+    else:
+        ledger.untested("packed_exact", "no 3:4 variant was trained")
