@@ -11,7 +11,7 @@ from acl26 import claims as C
 from acl26.papers.model_interpolation import merge as M
 from acl26.papers.model_interpolation import rollout as R
 from acl26.papers.model_interpolation import study, verdicts
-from mi_cases import rec as _rec, synthetic as _synthetic
+from cases.model_interpolation import rec as _rec, synthetic as _synthetic
 
 
 def _tiny_llama(seed: int, layers: int = 3, vocab: int = 64):
@@ -464,7 +464,7 @@ def test_a_failing_control_makes_the_claims_naming_it_not_testable(control):
     every claim read from the sweep needs fewer than 10% of responses cut off at the token cap."""
     import copy
 
-    import mi_cases
+    from cases import model_interpolation as mi_cases
     from acl26 import claims as C
     from acl26 import registry
 

@@ -529,7 +529,7 @@ def test_reading_the_verdicts_is_made_by_the_package():
     code (verdicts.reading), not by a notebook cell branching on them."""
     import copy
 
-    import mta_cases
+    from cases import mta as mta_cases
     from acl26 import claims as C
     from acl26 import registry
     from acl26.papers.mta import verdicts
@@ -555,7 +555,7 @@ def test_every_quality_claim_needs_the_teacher_ahead_control():
     otherwise each quality claim is not testable here, whatever its own figure."""
     import copy
 
-    import mta_cases
+    from cases import mta as mta_cases
     from acl26 import claims as C
     from acl26 import registry
 

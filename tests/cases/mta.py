@@ -42,3 +42,28 @@ def set_mean(r: dict, name: str, mean: float, seeds=None) -> None:
         base, cond, s = k.split("|")
         if cond == name and (seeds is None or int(s) in seeds):
             r["runs"][k] = {**rec(mean, int(s), noise=0.5, salt=99), "nll": r["runs"][k]["nll"]}
+
+
+good = synthetic
+
+
+FAIL = {
+    "improves_sfkl": lambda r: set_mean(r, "MTA", 16.0),
+    "improves_fkl": lambda r: _mta_worse(r, "fkl"),
+    "improves_srkl": lambda r: _mta_worse(r, "srkl"),
+    "dsa_over_hid": lambda r: set_mean(r, "+Hid only", 26.0),
+    "word_and_phrase": lambda r: set_mean(r, "phrase units only", 28.0),
+    "importance_helps": lambda r: set_mean(r, "no importance weights", 28.0),
+    "overhead": lambda r: r["timing"].update(MTA=[2.0, 2.2, 1.9, 2.1]),
+    "student_recovers": lambda r: r["recovery"]["log"]["final"].update(val_ppl=2e7),
+    "kd_learns": lambda r: r["evals"]["start"].update(nll=[1.0] * N_PAIRS),
+    "teacher_ahead": lambda r: r["evals"].update(teacher=rec(5.0, 9)),
+    "trl_agrees": lambda r: r.update(trl_diff=1e-3),
+}
+
+
+def _mta_worse(r, base):
+    """MTA worse than the base loss ``base`` on every seed."""
+    for s in r["seeds"]:
+        r["runs"][f"{base}|MTA|{s}"] = rec(15.0, s, noise=0.5, salt=77)
+

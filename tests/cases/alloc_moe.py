@@ -1,0 +1,73 @@
+"""Alloc-MoE: synthetic results where every row holds at its best (``good``), and one change per row
+that makes it fail (``FAIL``)."""
+
+from cases.rows import set_rows as _set
+
+
+def good():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    n, L = 24, 6
+    base = rng.normal(5.5, 0.3, n)
+
+    def arm(offset):
+        return base + offset + rng.normal(0, 1e-3, n)
+
+    gain_t = {2: 0.03, 3: 0.02, 4: 0.01, 5: 0.004}
+    nll, budget, alloc = {}, {}, {}
+    for k in (2, 3, 4, 5):
+        u = (6 - k) * 0.05
+        offs = {"uniform": u, "lexi": u - 0.004, "top-p": u - 0.004, "skip": u - 0.004, "alloc-l": u - 0.01,
+                "alloc-t": u - gain_t[k], "alloc-l+t": u - gain_t[k] - 0.01}
+        for m, o in offs.items():
+            nll[(k, m)] = arm(o)
+            budget[(k, m)] = k * L * (1.01 if m in ("top-p", "skip") else 1.0)
+            if m not in ("top-p", "skip"):
+                alloc[(k, m)] = [k] * L
+    alloc[(3, "alloc-l")] = alloc[(3, "alloc-l+t")] = [4, 4, 3, 3, 2, 2]
+    grid = {"native": [6] * L, "nll": nll, "budget": budget, "alloc": alloc, "alloc_main": [4, 4, 3, 3, 2, 2],
+            "alloc_alt": [4, 3, 4, 3, 2, 2], "half": 3, "full_nll": arm(0.0), "nll_alt": nll[(3, "alloc-l")] + 0.001,
+            # controls: top-1 costs 35% (experts_matter); random-token calibration costs 5% (calib_matters);
+            # K_base 0, an end of the sweep, is 5% worse than the best K_base 1 (k_base_matters)
+            "top1_nll": arm(0.3), "alloc_rand": [2, 2, 3, 3, 4, 4], "nll_rand": nll[(3, "alloc-l")] + 0.05,
+            "k_base": {0: arm(0.15 - 0.02 + 0.05), 1: nll[(3, "alloc-t")], 2: arm(0.15 - 0.01), 3: nll[(3, "uniform")]}}
+    seeds = {s: {"uniform": arm(0.15 + d), "alloc-l+t": arm(0.12 + d), "full": arm(d), "top1": arm(0.3 + d),
+                 "alloc": [4, 4, 3, 3, 2, 2]} for s, d in ((0, 0.0), (1, 0.02), (2, -0.01))}
+    speed = {"rows": [dict(phase=p, allocation=a, _ratios=r, scope=sc, **{"speed-up": r[1]})
+                      for p, r in (("prefill", [1.6, 1.7, 1.65]), ("decode", [1.9, 2.0, 2.1])) for a in ("uniform", "Alloc-MoE")
+                      for sc in ("MoE layers only", "MoE + attention projections + head")],
+             "grouped_err": 1e-7, "layers": 26, "shape": "dsv2-lite", "allocs": {"Alloc-MoE": [4] * 13 + [2] * 13}}
+    return {"grid": grid, "seeds": seeds, "speed": speed, "n_resamples": 999}
+
+
+def _worse(r, key, by):
+    r["grid"]["nll"][key] = r["grid"]["nll"][(key[0], "uniform")] + by
+
+
+def _alloc_t_gain(r, k, gain):
+    r["grid"]["nll"][(k, "alloc-t")] = r["grid"]["nll"][(k, "uniform")] - gain
+
+
+FAIL = {
+    "lt_beats_uniform": lambda r: [v.update({"alloc-l+t": v["uniform"] + 0.03}) for v in r["seeds"].values()],
+    "l_helps": lambda r: _worse(r, (3, "alloc-l"), 0.02),
+    "t_helps": lambda r: _worse(r, (3, "alloc-t"), 0.02),
+    "t_tight": lambda r: (_alloc_t_gain(r, 2, 0.001), _alloc_t_gain(r, 5, 0.03)),
+    "beats_baselines": lambda r: r["grid"]["nll"].update({(3, "top-p"): r["grid"]["nll"][(3, "alloc-l+t")] - 0.02}),
+    "k_base_1": lambda r: r["grid"]["k_base"].update({0: r["grid"]["nll"][(3, "uniform")] - 0.1}),
+    "shallow_more": lambda r: (r["grid"].update(alloc_main=[2, 2, 3, 3, 4, 4]),
+                               [v.update(alloc=[2, 2, 3, 3, 4, 4]) for v in r["seeds"].values()]),
+    "calib_robust": lambda r: r["grid"].update(nll_alt=r["grid"]["nll"][(3, "alloc-l")] + 0.05),
+    "speed_prefill": lambda r: _set(r["speed"]["rows"], dict(phase="prefill"), _ratios=[1.05, 1.1, 1.08]),
+    "speed_decode": lambda r: _set(r["speed"]["rows"], dict(phase="decode"), _ratios=[1.1, 1.2, 1.3]),
+    "budget_exact": lambda r: r["grid"]["budget"].update({(3, "uniform"): 18.5}),
+    "budget_matched": lambda r: r["grid"]["budget"].update({(3, "top-p"): 18 * 1.2}),
+    "grouped_exact": lambda r: r["speed"].update(grouped_err=1e-2),
+    # the controls: top-1 costs 1% on every seed; random-token calibration moves perplexity 0.5%; every K_base
+    # within 0.3% of the others
+    "experts_matter": lambda r: (r["grid"].update(top1_nll=r["grid"]["full_nll"] + 0.01),
+                                 [v.update(top1=v["full"] + 0.01) for v in r["seeds"].values()]),
+    "calib_matters": lambda r: r["grid"].update(nll_rand=r["grid"]["nll"][(3, "alloc-l")] + 0.005),
+    "k_base_matters": lambda r: r["grid"].update(k_base={b: r["grid"]["k_base"][1] + 0.001 * b for b in range(4)}),
+}

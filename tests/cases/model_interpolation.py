@@ -1,0 +1,73 @@
+"""Model interpolation: synthetic sweep results (a clear three-stage curve) where every row holds
+(``good``, also ``synthetic``), and one change per row that makes it fail (``FAIL``)."""
+
+import numpy as np
+
+from acl26.papers.model_interpolation import study
+
+
+def rec(correct, think, tokens, k):
+    return {"k": k, "correct": correct, "think": think, "tokens": tokens, "answers": [["1"] * k for _ in correct],
+            "golds": ["1"] * len(correct), "finished": [[True] * k for _ in correct], "seconds": 0.0, "examples": []}
+
+
+def synthetic(n=30, k=4, seed=0):
+    rng = np.random.default_rng(seed)
+    lams = [0.0, 0.2, 0.4, 0.5, 0.6, 0.8, 1.0]
+    think_p = {0.0: 0, 0.2: 0, 0.4: 0.02, 0.5: 0.5, 0.6: 0.97, 0.8: 1, 1.0: 1}
+    acc_p = {0.0: 0.2, 0.2: 0.2, 0.4: 0.2, 0.5: 0.45, 0.6: 0.7, 0.8: 0.9, 1.0: 0.72}
+    tok = {0.0: 5, 0.2: 5, 0.4: 6, 0.5: 20, 0.6: 30, 0.8: 40, 1.0: 55}
+    sw = {}
+    for lam in lams:
+        c = (rng.random((n, k)) < acc_p[lam]).tolist()
+        t = (rng.random((n, k)) < think_p[lam]).tolist()
+        tk = rng.poisson(tok[lam], (n, k)).tolist()
+        sw[lam] = rec(c, t, tk, k)
+    var = {
+        "TA": rec((rng.random((n, k)) < 0.3).tolist(), [[False] * k] * n, [[5] * k] * n, k),
+        "TIES": rec((rng.random((n, k)) < 0.35).tolist(), [[False] * k] * n, [[6] * k] * n, k),
+        "layers: first third": rec([[False] * k] * n, [[False] * k] * n, [[5] * k] * n, k),
+        "layers: last two thirds": rec([[True] * k] * n, [[True] * k] * n, [[40] * k] * n, k),
+        "attn only": rec([[False] * k] * n, [[False] * k] * n, [[5] * k] * n, k),
+        "mlp only": rec([[True] * k] * n, [[True] * k] * n, [[40] * k] * n, k),
+        "λ 0.5, T 0.6, top-p 0.95": sw[0.5],
+        "λ 0.5, T 1, top-p 0.95": sw[0.5],
+    }
+    return {"sweep": sw, "band": study.band(lams, [study.summary(sw[x])["think"] for x in lams]), "band_lambda": 0.5,
+            "variants": var, "best_lambda": 0.8, "sigma": 0.02, "sigma_pooled": 0.02, "endpoint_error": 0.0,
+            "n_resamples": 499}
+
+
+good = synthetic
+
+
+def _mi_set(r, where, lam, **change):
+    """Replace the record at ``r[where][lam]`` by a copy with ``change`` (records may be shared)."""
+    r[where][lam] = {**r[where][lam], **change}
+
+
+def _mi_const(r, where, lam, value):
+    rec = r[where][lam]
+    return [[value] * rec["k"] for _ in rec["correct"]]
+
+
+FAIL = {
+    "think_sigmoid": lambda r: [_mi_set(r, "sweep", lam, think=_mi_const(r, "sweep", lam, False)) for lam in r["sweep"]],
+    "mean_jumps": lambda r: (_mi_set(r, "sweep", 0.4, correct=_mi_const(r, "sweep", 0.4, False)),
+                             _mi_set(r, "sweep", 0.6, correct=[[True, False, False, False]] * 30)),
+    "length_grows": lambda r: _mi_set(r, "sweep", 1.0, tokens=_mi_const(r, "sweep", 1.0, 10)),
+    "matches_thinking": lambda r: _mi_set(r, "sweep", 0.8, correct=_mi_const(r, "sweep", 0.8, False)),
+    "fewer_tokens": lambda r: _mi_set(r, "sweep", 0.8, tokens=_mi_const(r, "sweep", 0.8, 100)),
+    "beats_merging": lambda r: _mi_set(r, "variants", "TA", correct=_mi_const(r, "variants", "TA", True)),
+    "mlp_drives": lambda r: (_mi_set(r, "variants", "mlp only", think=_mi_const(r, "variants", "mlp only", False)),
+                             _mi_set(r, "variants", "attn only", think=_mi_const(r, "variants", "attn only", True))),
+    "late_layers": lambda r: _mi_set(r, "variants", "layers: last two thirds",
+                                     think=_mi_const(r, "variants", "layers: last two thirds", False)),
+    "decoding_robust": lambda r: _mi_set(r, "variants", "λ 0.5, T 1, top-p 0.95",
+                                         correct=_mi_const(r, "variants", "λ 0.5, T 1, top-p 0.95", True)),
+    "thinking_thinks": lambda r: _mi_set(r, "sweep", 1.0, think=_mi_const(r, "sweep", 1.0, False)),
+    "thinking_better": lambda r: _mi_set(r, "sweep", 1.0, correct=_mi_const(r, "sweep", 1.0, False)),
+    "few_cut_off": lambda r: _mi_set(r, "sweep", 1.0, finished=_mi_const(r, "sweep", 1.0, False)),
+    "endpoints_exact": lambda r: r.update(endpoint_error=1e-3),
+    "pair_close": lambda r: r.update(sigma=0.5),
+}
