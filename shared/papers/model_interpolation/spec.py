@@ -147,7 +147,7 @@ CLAIMS = [
             C.predicate("ours: max − min Mean@k over the grid ≤ 0.05", lambda v: v <= 0.05, boundaries=(0.05,)),
             controls=("thinking_better", "few_cut_off")),
     C.Claim("thinking_thinks", "The Thinking model made here thinks", "—", "ours",
-            C.predicate("Think #R(λ = 1) ≥ 0.9", lambda v: v >= 0.9), kind="check"),
+            C.predicate("Think #R(λ = 1) ≥ 0.9", lambda v: v >= 0.9, boundaries=(0.9,)), kind="check"),
     # Controls (decided first; thresholds fixed before any run). thinking_better: the accuracy claims compare
     # models between Instruct and Thinking; they can only show a difference where the pair's own gap is
     # larger than the interval half-width matches_thinking decides on (else any λ "matches" Thinking).
