@@ -13,3 +13,24 @@ fail a call). numba's on-disk cache goes to ``NUMBA_CACHE_DIR`` when it is set, 
 package creates no folder: the cache folder is made when a compiled kernel is first saved, a cache
 that cannot be written is skipped with a warning, and a damaged entry is recompiled.
 """
+
+if __name__ == "kernels":  # pragma: no cover - exercised in a subprocess by tests/test_registry.py
+    # Imported as the top-level ``kernels`` from the checkout's root (the working folder is on sys.path
+    # under ``python -m`` / ``python -c`` / a notebook server started there). That name belongs to the
+    # Hugging Face ``kernels`` distribution, which transformers imports when it is installed: hand the
+    # import over to it, or fail saying why, never pose as it.
+    import importlib.machinery as _machinery
+    import importlib.util as _util
+    import os as _os
+    import sys as _sys
+
+    _root = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+    _path = [p for p in _sys.path if _os.path.abspath(p or ".") != _root]
+    _spec = _machinery.PathFinder.find_spec("kernels", _path)
+    if _spec is None:
+        raise ImportError("no module named 'kernels' (this checkout's kernels/ folder is acl26.kernels, "
+                          "not the Hugging Face kernels package)")
+    _module = _util.module_from_spec(_spec)
+    _sys.modules["kernels"] = _module  # the import statement returns this module
+    _spec.loader.exec_module(_module)
+

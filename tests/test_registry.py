@@ -271,3 +271,25 @@ def test_no_notebook_cell_builds_a_verdict_input_or_branches_on_verdicts(pid):
     for src in cells:
         assert ".holds" not in src and "ledger.entries" not in src, f"{pid}: a cell reads verdicts: {src[:120]!r}"
 
+
+
+def test_the_checkouts_kernels_folder_never_poses_as_the_hub_kernels_package():
+    """From the checkout's root the working folder is on sys.path, so `import kernels` (which transformers
+    does when the Hugging Face `kernels` distribution is installed) found kernels/, i.e. acl26.kernels,
+    and failed deep inside transformers. It must load the real package, or fail saying why."""
+    import importlib.metadata as md
+    import subprocess
+    import sys
+
+    code = "import kernels, sys; print(kernels.__file__)"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    try:
+        md.version("kernels")
+    except md.PackageNotFoundError:
+        assert proc.returncode != 0 and "not the Hugging Face kernels package" in proc.stderr, proc.stderr
+    else:
+        assert proc.returncode == 0, proc.stderr
+        assert "site-packages" in proc.stdout and str(ROOT / "kernels") not in proc.stdout
+    proc = subprocess.run([sys.executable, "-c", "import transformers, acl26.kernels.ternary; "
+                           "from transformers import AutoConfig"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
