@@ -18,7 +18,9 @@ if __name__ == "kernels":  # pragma: no cover - exercised in a subprocess by tes
     # Imported as the top-level ``kernels`` from the checkout's root (the working folder is on sys.path
     # under ``python -m`` / ``python -c`` / a notebook server started there). That name belongs to the
     # Hugging Face ``kernels`` distribution, which transformers imports when it is installed: hand the
-    # import over to it, or fail saying why, never pose as it.
+    # import over to it. Where it is not installed, stay an empty module with no ``__file__``, the mark
+    # of a namespace package that merely shadows the name: transformers (5.24 and older) imports the name
+    # to probe for the package, counts such a module as absent, and would fail on an ImportError.
     import importlib.machinery as _machinery
     import importlib.util as _util
     import os as _os
@@ -28,9 +30,12 @@ if __name__ == "kernels":  # pragma: no cover - exercised in a subprocess by tes
     _path = [p for p in _sys.path if _os.path.abspath(p or ".") != _root]
     _spec = _machinery.PathFinder.find_spec("kernels", _path)
     if _spec is None:
-        raise ImportError("no module named 'kernels' (this checkout's kernels/ folder is acl26.kernels, "
-                          "not the Hugging Face kernels package)")
-    _module = _util.module_from_spec(_spec)
-    _sys.modules["kernels"] = _module  # the import statement returns this module
-    _spec.loader.exec_module(_module)
+        __file__ = None  # noqa: F811 - see above: an absent package, not acl26.kernels
+        __doc__ = ("Not a package: this checkout's kernels/ folder (acl26.kernels) imported under the top-level "
+                   "name; the Hugging Face kernels package is not installed.")
+        del _machinery, _util, _os, _sys, _root, _path, _spec
+    else:
+        _module = _util.module_from_spec(_spec)
+        _sys.modules["kernels"] = _module  # the import statement returns this module
+        _spec.loader.exec_module(_module)
 

@@ -360,7 +360,8 @@ def test_endpoint_error_sees_nan():
 def test_record_claims_fail_when_nothing_happens():
     res = _synthetic()
     flat = {lam: _rec(r["correct"], [[False] * 4] * 30, r["tokens"], 4) for lam, r in res["sweep"].items()}
-    res.update(sweep=flat, band=None)
+    res.update(sweep=flat, decisive={lam: flat[lam] for lam in (0.0, 0.8, 1.0)}, band=None, band_lambda=None,
+               ablation_lambda=None, grid=[], grid_control=None)
     res["variants"] = {k: v for k, v in res["variants"].items() if not k.startswith("λ")}
     res["variants"]["mlp only"] = res["variants"]["attn only"]
     led = C.Ledger("model_interpolation", "test", list(study.CLAIMS))
@@ -368,8 +369,37 @@ def test_record_claims_fail_when_nothing_happens():
     v = {cid: e.holds for cid, e in led.entries.items()}
     assert v["think_sigmoid"] == C.FAILS and v["thinking_thinks"] == C.FAILS
     assert v["mean_jumps"] == C.UNTESTED and v["length_grows"] == C.UNTESTED and v["decoding_robust"] == C.UNTESTED
-    assert v["mlp_drives"] == C.FAILS  # a difference of exactly 0 is not > 0
+    assert v["mlp_drives"] == C.UNTESTED and "no band" in led.entries["mlp_drives"].note  # nothing past a band
+    assert v["decoding_matters"] == C.UNTESTED
     assert not led.missing()
+
+
+def test_ablations_are_decided_past_the_band_by_the_papers_offset():
+    assert study.ablation_lambda((0.4, 0.6), 0.2) == 0.8  # the paper: band 0.4 → 0.6, ablations at 0.8
+    assert study.ablation_lambda((0.7, 0.8), 0.2) == 1.0
+    assert study.ablation_lambda((0.8, 0.9), 0.2) is None  # no room past the band
+    assert study.ablation_lambda(None, 0.2) is None
+    res = _synthetic()
+    res["variants"]["mlp only"] = res["variants"]["attn only"]
+    led = C.Ledger("model_interpolation", "test", list(study.CLAIMS))
+    verdicts.record_claims(led, res)
+    assert led.entries["mlp_drives"].holds == C.FAILS  # a difference of exactly 0 is not > 0
+    assert "λ 0.8, the band's end 0.6 + 0.2" in led.entries["mlp_drives"].note
+    res = _synthetic()
+    res.update(ablation_lambda=None, band=(0.8, 0.9))
+    led = C.Ledger("model_interpolation", "test", list(study.CLAIMS))
+    verdicts.record_claims(led, res)
+    assert led.entries["late_layers"].holds == C.UNTESTED and "past λ = 1" in led.entries["late_layers"].note
+
+
+def test_head_cuts_a_record_to_its_first_problems():
+    res = _synthetic()
+    rec = res["sweep"][0.5]
+    h = study.head(rec, 7)
+    assert len(h["correct"]) == len(h["finished"]) == len(h["golds"]) == 7 and h["k"] == rec["k"]
+    assert h["tokens"] == rec["tokens"][:7]
+    with pytest.raises(ValueError, match="fewer than 31"):
+        study.head(rec, 31)
 
 
 def test_load_into_accepts_only_tied_omissions():
@@ -412,10 +442,16 @@ def test_study_on_local_checkpoints(tmp_path, monkeypatch):
         LlamaForCausalLM(cfg).save_pretrained(tmp_path / name)
         tok.save_pretrained(tmp_path / name)
     P = study.SPEC.resolve("smoke", {"instruct": str(tmp_path / "instruct"), "thinking": str(tmp_path / "thinking"),
-                                     "base": str(tmp_path / "base"), "eval_problems": 3, "max_new_tokens": 4})
+                                     "base": str(tmp_path / "base"), "eval_problems": 3, "power_problems": 5,
+                                     "max_new_tokens": 4})
     res = study.run(P, progress=False)
     assert sorted(res["sweep"]) == [0.0, 0.5, 0.8, 1.0]
-    assert {"TA", "TIES", "attn only", "mlp only", "layers: first third", "layers: last two thirds"} <= set(res["variants"])
+    assert {0.0, 0.8, 1.0} <= set(res["decisive"])
+    assert all(len(r["correct"]) == P["power_problems"] for r in res["decisive"].values())
+    assert all(len(r["correct"]) == P["eval_problems"] for r in res["sweep"].values())
+    # the sweep's record at a decisive λ is that λ's power record cut to the sweep's problems
+    assert res["sweep"][1.0]["tokens"] == res["decisive"][1.0]["tokens"][:P["eval_problems"]]
+    assert {"TA", "TIES"} <= set(res["variants"])
     assert res["n_layers"] == 3 and res["endpoint_error"] == 0.0 and res["source"].startswith("local checkpoints")
     rec = res["sweep"][1.0]
     assert len(rec["correct"]) == 3 and all(len(r) == P["k"] for r in rec["correct"])
@@ -458,10 +494,14 @@ def test_streamed_sharded_inputs_and_bad_out_dir(tmp_path):
         M.interpolate_files(tmp_path / "a", tmp_path / "b", tmp_path / "b", 0.5)
 
 
-@pytest.mark.parametrize("control", ["thinking_better", "few_cut_off"])
+CONTROLS = ("thinking_better", "few_cut_off", "decoding_matters", "thinking_better_gsm8k", "few_cut_off_gsm8k")
+
+
+@pytest.mark.parametrize("control", CONTROLS)
 def test_a_failing_control_makes_the_claims_naming_it_not_testable(control):
-    """The accuracy claims need Thinking ahead of Instruct by more than matches_thinking's half-width;
-    every claim read from the sweep needs fewer than 10% of responses cut off at the token cap."""
+    """The accuracy claims need Thinking ahead of Instruct by more than matches_thinking's half-width (on
+    each benchmark); every claim read from the sweep needs fewer than 10% of responses cut off at the token
+    cap; decoding_robust needs a decoding that must matter to move Mean@k by more than its tolerance."""
     import copy
 
     from cases import model_interpolation as mi_cases
@@ -469,20 +509,25 @@ def test_a_failing_control_makes_the_claims_naming_it_not_testable(control):
     from acl26 import registry
 
     ch = registry.get("model_interpolation")
+    assert {c.id for c in ch.claims if c.kind == "control"} == set(CONTROLS)
     naming = {c.id for c in ch.claims if control in c.controls}
-    if control == "thinking_better":
-        assert naming == {"mean_jumps", "matches_thinking", "beats_merging", "decoding_robust"}
-    else:
-        assert naming == {c.id for c in ch.claims if c.kind == "claim"}
+    expected = {"thinking_better": {"mean_jumps", "matches_thinking", "beats_merging"},
+                "decoding_matters": {"decoding_robust"},
+                "thinking_better_gsm8k": {"matches_thinking_gsm8k"},
+                "few_cut_off_gsm8k": {"matches_thinking_gsm8k", "fewer_tokens_gsm8k"},
+                "few_cut_off": {c.id for c in ch.claims if c.kind == "claim" and not c.id.endswith("_gsm8k")}}
+    assert naming == expected[control]
     r = copy.deepcopy(mi_cases.synthetic())
-    for rec in r["sweep"].values():
-        if control == "few_cut_off":
-            rec["finished"] = [[i % 4 != 0 for i in range(rec["k"])] for _ in rec["correct"]]  # 25% cut off
-    if control == "thinking_better":  # Thinking barely ahead of Instruct: a gap inside the noise
-        r["sweep"][1.0]["correct"] = copy.deepcopy(r["sweep"][0.0]["correct"])
+    if control == "few_cut_off":  # 25% of the responses cut off at every λ
+        for rec in list(r["sweep"].values()) + list(r["decisive"].values()):
+            rec["finished"] = [[i % 4 != 0 for i in range(rec["k"])] for _ in rec["correct"]]
+    elif control == "thinking_better":  # Thinking no better than Instruct: a gap inside the noise
+        r["decisive"][1.0]["correct"] = copy.deepcopy(r["decisive"][0.0]["correct"])
+    else:
+        mi_cases.FAIL[control](r)
     ledger = C.Ledger(ch.id, "book", list(ch.claims))
     ch.record_claims(ledger, r)
     assert ledger.entries[control].holds != C.HOLDS
     for cid in naming:
-        if ledger.entries[cid].holds != C.UNTESTED:
-            assert ledger.entries[cid].holds == C.NOT_TESTABLE, cid
+        assert ledger.entries[cid].holds == C.NOT_TESTABLE, cid
+        assert f"control {control}" in ledger.entries[cid].note

@@ -192,7 +192,10 @@ def test_every_seed_is_a_torch_seed_and_nothing_more():
 
 @pytest.mark.parametrize("cid,overrides,match", [
     # λ of an ablation above 1 (merge._check_lam would refuse it mid-run)
-    ("model_interpolation", {"ablation_lambda": 1.5}, "'ablation_lambda': 1.5 is above the maximum 1.0"),
+    ("model_interpolation", {"ablation_offset": 1.5}, "'ablation_offset': 1.5 is above the maximum 1.0"),
+    ("model_interpolation", {"power_problems": 3}, "power_problems must be at least eval_problems"),
+    ("model_interpolation", {"gsm8k_k": 0}, "'gsm8k_k'"),
+    ("model_interpolation", {"grid_control_temperature": 0.0}, "'grid_control_temperature'"),
     ("model_interpolation", {"extra_ablation_lambdas": [0.6, 1.5]}, "'extra_ablation_lambdas': item 1: 1.5 is above"),
     ("model_interpolation", {"extra_ablation_lambdas": [-0.1]}, "'extra_ablation_lambdas'.*below the minimum"),
     ("model_interpolation", {"lambdas": [0.0, 0.5, 1.0, 1.2]}, "'lambdas': item 3: 1.2 is above"),

@@ -32,9 +32,17 @@ def synthetic(n=30, k=4, seed=0):
         "mlp only": rec([[True] * k] * n, [[True] * k] * n, [[40] * k] * n, k),
         "λ 0.5, T 0.6, top-p 0.95": sw[0.5],
         "λ 0.5, T 1, top-p 0.95": sw[0.5],
+        "λ 0.5, T 2 (must matter)": rec((rng.random((n, k)) < 0.05).tolist(), sw[0.5]["think"], sw[0.5]["tokens"], k),
     }
-    return {"sweep": sw, "band": study.band(lams, [study.summary(sw[x])["think"] for x in lams]), "band_lambda": 0.5,
-            "variants": var, "best_lambda": 0.8, "sigma": 0.02, "sigma_pooled": 0.02, "endpoint_error": 0.0,
+    gsm_acc, gsm_tok = {0.0: 0.1, 0.8: 0.6, 1.0: 0.6}, {0.0: 8, 0.8: 30, 1.0: 50}
+    gsm = {lam: rec((rng.random((n, k)) < gsm_acc[lam]).tolist(), [[lam > 0] * k] * n,
+                    rng.poisson(gsm_tok[lam], (n, k)).tolist(), k) for lam in gsm_acc}
+    # the decisive λ (0, the band's ends 0.4 and 0.6, best 0.8, 1): here the sweep's own records
+    return {"sweep": sw, "decisive": {lam: sw[lam] for lam in (0.0, 0.4, 0.6, 0.8, 1.0)},
+            "band": study.band(lams, [study.summary(sw[x])["think"] for x in lams]), "band_lambda": 0.5,
+            "ablation_lambda": 0.8, "ablation_offset": 0.2, "variants": var,
+            "grid": ["λ 0.5, T 0.6, top-p 0.95", "λ 0.5, T 1, top-p 0.95"], "grid_control": "λ 0.5, T 2 (must matter)",
+            "gsm8k": gsm, "best_lambda": 0.8, "sigma": 0.02, "sigma_pooled": 0.02, "endpoint_error": 0.0,
             "n_resamples": 499}
 
 
@@ -53,11 +61,11 @@ def _mi_const(r, where, lam, value):
 
 FAIL = {
     "think_sigmoid": lambda r: [_mi_set(r, "sweep", lam, think=_mi_const(r, "sweep", lam, False)) for lam in r["sweep"]],
-    "mean_jumps": lambda r: (_mi_set(r, "sweep", 0.4, correct=_mi_const(r, "sweep", 0.4, False)),
-                             _mi_set(r, "sweep", 0.6, correct=[[True, False, False, False]] * 30)),
-    "length_grows": lambda r: _mi_set(r, "sweep", 1.0, tokens=_mi_const(r, "sweep", 1.0, 10)),
-    "matches_thinking": lambda r: _mi_set(r, "sweep", 0.8, correct=_mi_const(r, "sweep", 0.8, False)),
-    "fewer_tokens": lambda r: _mi_set(r, "sweep", 0.8, tokens=_mi_const(r, "sweep", 0.8, 100)),
+    "mean_jumps": lambda r: (_mi_set(r, "decisive", 0.4, correct=_mi_const(r, "decisive", 0.4, False)),
+                             _mi_set(r, "decisive", 0.6, correct=[[True, False, False, False]] * 30)),
+    "length_grows": lambda r: _mi_set(r, "decisive", 1.0, tokens=_mi_const(r, "decisive", 1.0, 10)),
+    "matches_thinking": lambda r: _mi_set(r, "decisive", 0.8, correct=_mi_const(r, "decisive", 0.8, False)),
+    "fewer_tokens": lambda r: _mi_set(r, "decisive", 0.8, tokens=_mi_const(r, "decisive", 0.8, 100)),
     "beats_merging": lambda r: _mi_set(r, "variants", "TA", correct=_mi_const(r, "variants", "TA", True)),
     "mlp_drives": lambda r: (_mi_set(r, "variants", "mlp only", think=_mi_const(r, "variants", "mlp only", False)),
                              _mi_set(r, "variants", "attn only", think=_mi_const(r, "variants", "attn only", True))),
@@ -65,9 +73,15 @@ FAIL = {
                                      think=_mi_const(r, "variants", "layers: last two thirds", False)),
     "decoding_robust": lambda r: _mi_set(r, "variants", "λ 0.5, T 1, top-p 0.95",
                                          correct=_mi_const(r, "variants", "λ 0.5, T 1, top-p 0.95", True)),
-    "thinking_thinks": lambda r: _mi_set(r, "sweep", 1.0, think=_mi_const(r, "sweep", 1.0, False)),
-    "thinking_better": lambda r: _mi_set(r, "sweep", 1.0, correct=_mi_const(r, "sweep", 1.0, False)),
-    "few_cut_off": lambda r: _mi_set(r, "sweep", 1.0, finished=_mi_const(r, "sweep", 1.0, False)),
+    "matches_thinking_gsm8k": lambda r: _mi_set(r, "gsm8k", 0.8, correct=_mi_const(r, "gsm8k", 0.8, False)),
+    "fewer_tokens_gsm8k": lambda r: _mi_set(r, "gsm8k", 0.8, tokens=_mi_const(r, "gsm8k", 0.8, 100)),
+    "thinking_thinks": lambda r: _mi_set(r, "decisive", 1.0, think=_mi_const(r, "decisive", 1.0, False)),
+    "thinking_better": lambda r: _mi_set(r, "decisive", 1.0, correct=_mi_const(r, "decisive", 1.0, False)),
+    "few_cut_off": lambda r: _mi_set(r, "decisive", 1.0, finished=_mi_const(r, "decisive", 1.0, False)),
+    "decoding_matters": lambda r: _mi_set(r, "variants", "λ 0.5, T 2 (must matter)",
+                                          correct=r["sweep"][0.5]["correct"]),
+    "thinking_better_gsm8k": lambda r: _mi_set(r, "gsm8k", 1.0, correct=_mi_const(r, "gsm8k", 1.0, False)),
+    "few_cut_off_gsm8k": lambda r: _mi_set(r, "gsm8k", 0.8, finished=_mi_const(r, "gsm8k", 0.8, False)),
     "endpoints_exact": lambda r: r.update(endpoint_error=1e-3),
     "pair_close": lambda r: r.update(sigma=0.5),
 }

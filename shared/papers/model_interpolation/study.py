@@ -253,14 +253,28 @@ def label_of(lam: float) -> str:
     return f"MI-{lam:g}"
 
 
-def sweep(pair: dict, items, params: dict, progress: bool = True) -> dict:
-    """Every λ of the coarse grid, then ``fine_points`` more in the transition band: {λ: record}."""
+PER_PROBLEM = ("correct", "tokens", "think", "answers", "golds", "finished")
+
+
+def head(rec: dict, n: int) -> dict:
+    """The record of the first ``n`` problems of ``rec`` (its rollouts as they were sampled)."""
+    n = checks.integer("n", n, 1)
+    if n > len(rec["correct"]):
+        raise ValueError(f"head: the record has {len(rec['correct'])} problems, fewer than {n}")
+    return {**rec, **{f: rec[f][:n] for f in PER_PROBLEM}, "examples": rec["examples"][:n]}
+
+
+def sweep(pair: dict, items, params: dict, progress: bool = True, given: dict | None = None) -> dict:
+    """Every λ of the coarse grid, then ``fine_points`` more in the transition band: {λ: record}.
+
+    ``given``: records already made at some λ (of these ``items``, or of a longer list that starts with
+    them: they are cut to ``items``)."""
     from tqdm import tqdm
 
-    out = {}
+    out = {lam: head(rec, len(items)) for lam, rec in (given or {}).items()}
 
     def run(lams):
-        for lam in tqdm(lams, desc="λ sweep", disable=not progress):
+        for lam in tqdm([x for x in lams if x not in out], desc="λ sweep", disable=not progress):
             out[lam] = evaluate(pair, lambda lam=lam: merged(pair, params, lam), label_of(lam), items,
                                 decoding_for(lam, params), params, cache_key={"lam": lam})
 
@@ -278,49 +292,71 @@ def thirds(n_layers: int) -> dict[str, list[int]]:
     return {"first third": list(range(cut)), "last two thirds": list(range(cut, n_layers))}
 
 
-def variants(pair: dict, items, params: dict, band_lam: float | None, progress: bool = True) -> dict:
-    """TA, TIES, the layer and module ablations at ``ablation_lambda`` (and, tagged ``@ λ x``, at each of
-    ``extra_ablation_lambdas``), the decoding grid at ``band_lam``."""
+def ablation_lambda(band_: tuple[float, float] | None, offset: float) -> float | None:
+    """Where the verdicts' ablations run: the band's upper end + ``offset``, as the paper does (band 0.4 → 0.6,
+    ablations at 0.8); None without a band, or where that lies past λ = 1."""
+    offset = checks.number("offset", offset, 0.0)
+    if band_ is None:
+        return None
+    at = round(float(band_[1]) + offset, 6)
+    return at if at <= 1.0 else None
+
+
+def grid_name(lam: float, temperature: float, top_p: float) -> str:
+    return f"λ {lam:g}, T {temperature:g}, top-p {top_p:g}"
+
+
+def variants(pair: dict, items, params: dict, band_lam: float | None, ablation_at: float | None = None, *,
+             grid_items=None, progress: bool = True) -> dict:
+    """TA and TIES, the layer and module ablations at ``ablation_at`` (untagged: the rows the verdicts read) and,
+    tagged ``@ λ x``, at each of ``extra_ablation_lambdas``, all on ``items``; the decoding grid and its control
+    (``grid_control_temperature``) at ``band_lam`` on ``grid_items`` (default ``items``)."""
     from tqdm import tqdm
 
-    lam = params["ablation_lambda"]
-    jobs: list[tuple[str, Callable[[], dict], dict, dict]] = []
+    grid_items = items if grid_items is None else grid_items
+    jobs: list[tuple[str, Callable[[], dict], dict, dict, object]] = []
     if pair["base"] is not None:
         models_ = {"instruct": pair["instruct"], "thinking": pair["thinking"]}
         jobs.append(("TA", lambda: M.task_arithmetic(pair["base"], models_, scale=params["ta_scale"]),
-                     decoding_for(None, params), {"ta": params["ta_scale"], "base": pair["base_digest"]}))
+                     decoding_for(None, params), {"ta": params["ta_scale"], "base": pair["base_digest"]}, items))
         jobs.append(("TIES", lambda: M.ties(pair["base"], models_, density=params["ties_density"],
                                             scale=params["ties_scale"]),
                      decoding_for(None, params), {"ties": [params["ties_density"], params["ties_scale"]],
-                                                  "base": pair["base_digest"]}))
-    extra = [float(x) for x in params.get("extra_ablation_lambdas", []) if float(x) != float(lam)]
-    for i, at in enumerate([lam] + extra):
-        tag = "" if i == 0 else f" @ λ {at:g}"  # the verdicts read the untagged (ablation_lambda) rows
+                                                  "base": pair["base_digest"]}, items))
+    extra = [float(x) for x in params.get("extra_ablation_lambdas", []) if ablation_at is None or float(x) != ablation_at]
+    for i, at in enumerate(([ablation_at] if ablation_at is not None else []) + extra):
+        tag = "" if (i == 0 and ablation_at is not None) else f" @ λ {at:g}"  # the verdicts read the untagged rows
         for name, layers in thirds(pair["n_layers"]).items():
             if not layers:  # a one-layer model has no "last two thirds"
                 continue
             jobs.append((f"layers: {name}{tag}",
                          lambda layers=layers, at=at: merged(pair, params, at, layers=layers),
-                         decoding_for(at, params), {"lam": at, "layers": layers}))
+                         decoding_for(at, params), {"lam": at, "layers": layers}, items))
         for mod in M.MODULES:
             jobs.append((f"{mod} only{tag}",
                          lambda mod=mod, at=at: merged(pair, params, at, modules=mod),
-                         decoding_for(at, params), {"lam": at, "modules": mod}))
+                         decoding_for(at, params), {"lam": at, "modules": mod}, items))
     if band_lam is not None:
         for t in params["grid_temperatures"]:
             for p in params["grid_top_ps"]:
-                dec = decoding_for(band_lam, params, temperature=t, top_p=p)
-                jobs.append((f"λ {band_lam:g}, T {t:g}, top-p {p:g}",
-                             lambda: merged(pair, params, band_lam), dec,
-                             {"lam": band_lam}))
+                jobs.append((grid_name(band_lam, t, p), lambda: merged(pair, params, band_lam),
+                             decoding_for(band_lam, params, temperature=t, top_p=p), {"lam": band_lam}, grid_items))
+        hot = params["grid_control_temperature"]
+        jobs.append((control_name(band_lam, hot), lambda: merged(pair, params, band_lam),
+                     decoding_for(band_lam, params, temperature=hot), {"lam": band_lam}, grid_items))
     out = {}
-    for name, make, dec, key in tqdm(jobs, desc="baselines and ablations", disable=not progress):
-        out[name] = evaluate(pair, make, name, items, dec, params, cache_key=key)
+    for name, make, dec, key, its in tqdm(jobs, desc="baselines and ablations", disable=not progress):
+        out[name] = evaluate(pair, make, name, its, dec, params, cache_key=key)
     return out
 
 
+def control_name(lam: float, temperature: float) -> str:
+    """The decoding grid's control row: the band's λ at a temperature that must matter."""
+    return f"λ {lam:g}, T {temperature:g} (must matter)"
+
+
 def gsm8k(pair: dict, params: dict, lams: Sequence[float], progress: bool = True) -> dict:
-    """The real GSM8K questions at a few λ (k = 1 at the paper's decoding): {λ: record}."""
+    """The real GSM8K questions at a few λ (``gsm8k_k`` rollouts each, the paper's decoding): {λ: record}."""
     split = params["gsm8k_split"]
     if split == "none":
         return {}
@@ -328,7 +364,7 @@ def gsm8k(pair: dict, params: dict, lams: Sequence[float], progress: bool = True
     out = {}
     for lam in lams:
         out[lam] = evaluate(pair, lambda lam=lam: merged(pair, params, lam), label_of(lam), qs,
-                            decoding_for(lam, params), params, k=1,
+                            decoding_for(lam, params), params, k=params["gsm8k_k"],
                             max_new_tokens=params["gsm8k_max_new_tokens"], cache_key={"lam": lam, "gsm8k": split},
                             progress=progress)
     return out
@@ -354,27 +390,51 @@ def endpoint_error(pair: dict) -> float:
 
 
 def run(params: dict, progress: bool = True) -> dict:
-    """The whole study: pair, checks, sweep, band, variants, GSM8K; the inputs of :func:`record_claims`."""
+    """The whole study: pair, checks, sweep, band, the decisive configurations, variants, GSM8K; the inputs of
+    :func:`record_claims`.
+
+    The verdicts are decided on ``power_problems`` held-out problems at λ = 0, the band's two ends,
+    ``best_lambda`` and 1 (``decisive``, {λ: record}), and at TA, TIES and the ablations. The sweep's
+    curve and the decoding grid use the first ``eval_problems`` of them (where a λ is decisive, its
+    record cut to those problems)."""
+    from tqdm import tqdm
+
     pair = load_pair(params, progress=progress)
     pair["digest"] = _digest([pair["source"], state_digest(pair["instruct"]), state_digest(pair["thinking"]),
                               params["dtype"]])
     pair["base_digest"] = state_digest(pair["base"]) if pair["base"] is not None else None
-    items = pair_mod.eval_problems(params["eval_problems"], params["seed"] + 1000, max_terms=params["max_terms"],
+    items = pair_mod.eval_problems(params["power_problems"], params["seed"] + 1000, max_terms=params["max_terms"],
                                    exclude=pair_mod.training_problems(params["train_problems"], params["seed"],
                                                                       max_terms=params["max_terms"],
                                                                       gsm_share=params["gsm_share"])
                                    if not params["instruct"] else ())
-    sw = sweep(pair, items, params, progress)
+    sweep_items = items[:params["eval_problems"]]
+    decisive: dict[float, dict] = {}
+
+    def decide_at(lams):
+        for lam in tqdm([x for x in lams if x not in decisive], desc="decisive λ", disable=not progress):
+            decisive[lam] = evaluate(pair, lambda lam=lam: merged(pair, params, lam), label_of(lam), items,
+                                     decoding_for(lam, params), params, cache_key={"lam": lam})
+
+    decide_at(sorted({0.0, float(params["best_lambda"]), 1.0}))
+    sw = sweep(pair, sweep_items, params, progress, given=decisive)
     lams = list(sw)
     think = [summary(sw[x])["think"] for x in lams]
     b = band(lams, think)
     mid = None
     if b is not None:  # the decoding grid at the grid λ closest to Think #R = 1/2 inside the band
+        decide_at(list(b))
         inside = [x for x in lams if b[0] <= x <= b[1]]
         mid = min(inside, key=lambda x: abs(summary(sw[x])["think"] - 0.5))
-    var = variants(pair, items, params, mid, progress)
+    at = ablation_lambda(b, params["ablation_offset"])
+    var = variants(pair, items, params, mid, at, grid_items=sweep_items, progress=progress)
     gsm = gsm8k(pair, params, sorted({0.0, float(params["best_lambda"]), 1.0}), progress)
-    return {"sweep": sw, "band": b, "band_lambda": mid, "variants": var, "gsm8k": gsm, "items": items,
+    return {"sweep": sw, "decisive": dict(sorted(decisive.items())), "band": b, "band_lambda": mid,
+            "ablation_lambda": at, "ablation_offset": float(params["ablation_offset"]), "variants": var,
+            "grid": [grid_name(mid, t, p) for t in params["grid_temperatures"] for p in params["grid_top_ps"]]
+            if mid is not None else [],
+            "grid_control": control_name(mid, params["grid_control_temperature"]) if mid is not None else None,
+            "gsm8k": gsm, "items": items,
             "sigma": M.similarity(pair["instruct"], pair["thinking"]),
             "sigma_pooled": M.similarity(pair["instruct"], pair["thinking"], reduce="pooled"),
             "endpoint_error": endpoint_error(pair), "n_layers": pair["n_layers"], "source": pair["source"],
@@ -398,13 +458,15 @@ def curve_frame(results: dict):
 
 def comparison_frame(results: dict):
     """Our Table 2 beside the paper's: Instruct, Thinking, TA, TIES and MI at the paper's λ values;
-    our Mean@k with its 95% bootstrap interval over problems."""
+    our Mean@k with its 95% bootstrap interval over problems (on ``power_problems`` where the λ is decisive,
+    else on the sweep's problems: the ``problems`` column says which)."""
     import pandas as pd
 
-    sw, var = results["sweep"], results["variants"]
-    ours = {"Instruct": sw.get(0.0), "Thinking": sw.get(1.0), "TA": var.get("TA"), "TIES": var.get("TIES")}
+    sw, var, dec = results["sweep"], results["variants"], results.get("decisive", {})
+    ours = {"Instruct": dec.get(0.0, sw.get(0.0)), "Thinking": dec.get(1.0, sw.get(1.0)), "TA": var.get("TA"),
+            "TIES": var.get("TIES")}
     for lam in (0.4, 0.5, 0.6, 0.8):
-        ours[label_of(lam)] = sw.get(lam)
+        ours[label_of(lam)] = dec.get(lam, sw.get(lam))
     rows = []
     for name, rec in ours.items():
         p = PAPER_TABLE2[name]
@@ -412,7 +474,7 @@ def comparison_frame(results: dict):
         if rec is not None:
             s = summary(rec)
             iv = mean_interval(per_problem(rec)["mean@k"], int(results.get("n_resamples", 1999)))
-            row.update({"ours Mean@k": 100 * s["mean@k"], "Mean@k lo": 100 * iv.lo, "Mean@k hi": 100 * iv.hi,
+            row.update({"problems": len(rec["correct"]), "ours Mean@k": 100 * s["mean@k"], "Mean@k lo": 100 * iv.lo, "Mean@k hi": 100 * iv.hi,
                         "ours Pass@k": 100 * s["pass@k"],
                         "ours Vote@k": 100 * s["vote@k"], "ours tokens": s["tokens"], "ours Think %": 100 * s["think"]})
         rows.append(row)

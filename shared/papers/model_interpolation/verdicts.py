@@ -24,47 +24,92 @@ def _boot_problems(fn: Callable[[np.ndarray], float], n: int, n_resamples: int, 
     return stats.Interval(float(est), lo, hi, 0.95, "percentile bootstrap over problems", n)
 
 
+def _gap_over_half_width(ledger: C.Ledger, cid: str, gap: stats.Interval, match: stats.Interval, what: str) -> None:
+    """Record control ``cid``: the gap ``gap`` (Thinking − Instruct) in units of ``match``'s half-width."""
+    h = (match.hi - match.lo) / 2
+    shown = (f"Thinking − Instruct {what} {gap.estimate:+.3f} [{gap.lo:+.3f}, {gap.hi:+.3f}] against the "
+             f"half-width ±{h:.3f}")
+    if h > 0:
+        scaled = stats.Interval(gap.estimate / h, gap.lo / h, gap.hi / h, gap.level, f"{gap.method}, over the half-width",
+                                gap.n)
+        ledger.record(cid, scaled.estimate, interval=scaled, shown=f"{scaled.estimate:.2f}×: " + shown)
+    else:
+        ledger.record(cid, float("inf") if gap.lo > 0 else 0.0, shown=shown)
+
+
+def _cut_off(ledger: C.Ledger, cid: str, recs: dict, nr: int, note: str, seed: int = 0) -> None:
+    """Record control ``cid``: the share of responses cut off at the token cap, at the worst of ``recs``
+    ({λ: record}), with a percentile bootstrap that resamples each record's problems."""
+    if not recs:
+        ledger.untested(cid, "no configuration was run")
+        return
+    lams = list(recs)
+    cuts = [per_problem(recs[x])["cut"] for x in lams]
+    share = [float(c.mean()) for c in cuts]
+    worst = lams[int(np.argmax(share))]
+    rng = np.random.default_rng(seed)
+    draws = np.array([max(float(c[rng.integers(0, len(c), len(c))].mean()) for c in cuts) for _ in range(nr)])
+    lo, hi = np.quantile(draws, [0.025, 0.975], method="inverted_cdf")
+    est = max(share)
+    iv = stats.Interval(est, min(float(lo), est), max(float(hi), est), 0.95,
+                        "percentile bootstrap over problems (each λ's resampled)", min(len(c) for c in cuts))
+    ledger.record(cid, est, interval=iv,
+                  shown=f"{est:.1%} at λ {worst:g} (the worst); " + ", ".join(f"{x:g}: {c:.0%}" for x, c in zip(lams, share)),
+                  note=note)
+
+
 def record_claims(ledger: C.Ledger, results: dict) -> None:
     """Decide every claim from :func:`run`'s results; every interval resamples problems.
 
-    ``results``: ``sweep`` {λ: record}, ``band`` (lo, hi) or None, ``band_lambda``, ``variants``
-    {name: record}, ``best_lambda``, ``sigma``, ``endpoint_error``, ``n_resamples``.
+    ``results``: ``sweep`` {λ: record} (the curve, on the sweep's problems), ``decisive`` {λ: record} (λ = 0,
+    the band's ends, ``best_lambda`` and 1 on the power problems), ``band`` (lo, hi) or None, ``band_lambda``,
+    ``ablation_lambda`` (None: no ablation past the band), ``variants`` {name: record} (TA, TIES, the
+    ablations, the decoding grid), ``grid`` (the grid's names), ``grid_control`` (its control's name),
+    ``gsm8k`` {λ: record}, ``best_lambda``, ``sigma``, ``endpoint_error``, ``n_resamples``.
     """
-    sw, var = results["sweep"], results["variants"]
+    sw, var, dec = results["sweep"], results["variants"], results["decisive"]
     nr = int(results.get("n_resamples", 1999))
     lams = list(sw)
     pp = {lam: per_problem(rec) for lam, rec in sw.items()}
+    pd_ = {lam: per_problem(rec) for lam, rec in dec.items()}
     n = len(next(iter(pp.values()))["think"])
     think_m = np.stack([pp[x]["think"] for x in lams], axis=1)
+    best = results["best_lambda"]
 
     def diff(a, b):
         return stats.paired_bootstrap(a, b, "mean_diff", n_resamples=nr, unit="problems")
 
     # the controls first
-    cut = np.stack([pp[x]["cut"] for x in lams], axis=1)  # problems x λ: share of its responses cut off
-    worst = lams[int(np.argmax(cut.mean(axis=0)))]
-    iv = _boot_problems(lambda idx: float(cut[idx].mean(axis=0).max()), n, nr)
-    ledger.record("few_cut_off", iv.estimate, interval=iv,
-                  shown=f"{iv.estimate:.1%} at λ {worst:g} (the worst); "
-                        + ", ".join(f"{x:g}: {c:.0%}" for x, c in zip(lams, cut.mean(axis=0))),
-                  note="responses that reached max_new_tokens before their end, per λ of the sweep")
-    best = results["best_lambda"]
-    if 0.0 in pp and 1.0 in pp and best in pp:
-        gap = diff(pp[1.0]["mean@k"], pp[0.0]["mean@k"])
-        match = diff(pp[best]["mean@k"], pp[1.0]["mean@k"])
-        h = (match.hi - match.lo) / 2
-        shown = (f"Thinking − Instruct Mean@k {gap.estimate:+.3f} [{gap.lo:+.3f}, {gap.hi:+.3f}] against "
-                 f"matches_thinking's half-width ±{h:.3f}")
-        if h > 0:
-            scaled = stats.Interval(gap.estimate / h, gap.lo / h, gap.hi / h, gap.level,
-                                    f"{gap.method}, over the half-width", gap.n)
-            ledger.record("thinking_better", scaled.estimate, interval=scaled, shown=f"{scaled.estimate:.2f}×: " + shown)
-        else:
-            ledger.record("thinking_better", float("inf") if gap.lo > 0 else 0.0, shown=shown)
+    _cut_off(ledger, "few_cut_off", {**sw, **dec},
+             nr, "responses that reached max_new_tokens before their end, per λ (the sweep's and the decisive runs)")
+    if 0.0 in pd_ and 1.0 in pd_ and best in pd_:
+        _gap_over_half_width(ledger, "thinking_better", diff(pd_[1.0]["mean@k"], pd_[0.0]["mean@k"]),
+                             diff(pd_[best]["mean@k"], pd_[1.0]["mean@k"]), "Mean@k")
     else:
-        ledger.untested("thinking_better", "λ = 0, λ = 1 or best_lambda is not in the sweep")
+        ledger.untested("thinking_better", "λ = 0, λ = 1 or best_lambda was not run on the power problems")
+    gsm = results.get("gsm8k") or {}
+    pg = {lam: per_problem(rec) for lam, rec in gsm.items()}
+    if gsm:
+        _cut_off(ledger, "few_cut_off_gsm8k", gsm, nr, "GSM8K responses that reached gsm8k_max_new_tokens, per λ")
+    else:
+        ledger.untested("few_cut_off_gsm8k", "GSM8K was not run (gsm8k_split = 'none')")
+    if 0.0 in pg and 1.0 in pg and best in pg:
+        _gap_over_half_width(ledger, "thinking_better_gsm8k", diff(pg[1.0]["mean@k"], pg[0.0]["mean@k"]),
+                             diff(pg[best]["mean@k"], pg[1.0]["mean@k"]), "GSM8K Mean@k")
+    else:
+        ledger.untested("thinking_better_gsm8k", "GSM8K was not run at λ = 0, best_lambda and 1")
+    grid, ctl = results.get("grid") or [], results.get("grid_control")
+    mid = results.get("band_lambda")
+    if ctl in var and mid in pp:
+        iv = diff(pp[mid]["mean@k"], per_problem(var[ctl])["mean@k"])
+        ledger.record("decoding_matters", iv.estimate, interval=iv,
+                      shown=f"{iv.estimate:+.3f} (Mean@k {summary(sw[mid])['mean@k']:.3f} at λ {mid:g}'s decoding, "
+                            f"{summary(var[ctl])['mean@k']:.3f} at {ctl.split(', ', 1)[1]})",
+                      note="paired over the sweep's problems")
+    else:
+        ledger.untested("decoding_matters", "no band: the decoding grid and its control did not run")
 
-    # stage 2: the band
+    # stage 2: the band (the curve, on the sweep's problems)
     iv = _boot_problems(lambda idx: band_width(lams, think_m[idx]), n, nr)
     b = results["band"]
     width_all = band_width(lams, think_m)
@@ -76,36 +121,39 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
     if b is None:
         for cid in ("mean_jumps", "length_grows"):
             ledger.untested(cid, "Think #R never goes from ≤ 10% to ≥ 90% along λ: no band to measure across")
+    elif b[0] not in pd_ or b[1] not in pd_:
+        for cid in ("mean_jumps", "length_grows"):
+            ledger.untested(cid, "the band's ends were not run on the power problems")
     else:
         lo, hi = b
-        d = (pp[hi]["mean@k"] - pp[lo]["mean@k"]) - (pp[hi]["pass@k"] - pp[lo]["pass@k"])
+        d = (pd_[hi]["mean@k"] - pd_[lo]["mean@k"]) - (pd_[hi]["pass@k"] - pd_[lo]["pass@k"])
         iv = mean_interval(d, nr)
-        sl, sh = summary(sw[lo]), summary(sw[hi])
+        sl, sh = summary(dec[lo]), summary(dec[hi])
         ledger.record("mean_jumps", iv.estimate, interval=iv,
                       shown=f"{iv.estimate:+.3f} (Mean@k {sl['mean@k']:.3f} → {sh['mean@k']:.3f}, Pass@k "
                             f"{sl['pass@k']:.3f} → {sh['pass@k']:.3f}, λ {lo:g} → {hi:g})",
                       note="per problem, paired over the band's two ends")
-        if hi < 1.0:
-            iv = stats.paired_bootstrap(pp[1.0]["tokens"], pp[hi]["tokens"], "ratio_of_means", n_resamples=nr,
+        if hi < 1.0 and 1.0 in pd_:
+            iv = stats.paired_bootstrap(pd_[1.0]["tokens"], pd_[hi]["tokens"], "ratio_of_means", n_resamples=nr,
                                         unit="problems")
             ledger.record("length_grows", iv.estimate, interval=iv,
-                          shown=f"{iv.estimate:.3f}× ({summary(sw[1.0])['tokens']:.1f} vs {sh['tokens']:.1f} tokens "
+                          shown=f"{iv.estimate:.3f}× ({summary(dec[1.0])['tokens']:.1f} vs {sh['tokens']:.1f} tokens "
                                 f"at λ {hi:g})", note="mean tokens per problem, paired")
         else:
             ledger.untested("length_grows", "the band ends at λ = 1: nothing lies past it")
-    # the best λ against Thinking and the baselines
-    if best in pp and 1.0 in pp:
-        iv = diff(pp[best]["mean@k"], pp[1.0]["mean@k"])
+    # the best λ against Thinking and the baselines (power problems)
+    if best in pd_ and 1.0 in pd_:
+        iv = diff(pd_[best]["mean@k"], pd_[1.0]["mean@k"])
         ledger.record("matches_thinking", iv.estimate, interval=iv,
-                      shown=f"{iv.estimate:+.3f} (Mean@k {summary(sw[best])['mean@k']:.3f} at λ {best:g} vs "
-                            f"{summary(sw[1.0])['mean@k']:.3f})", note="paired over problems")
-        iv = stats.paired_bootstrap(pp[best]["tokens"], pp[1.0]["tokens"], "ratio_of_means", n_resamples=nr,
-                                        unit="problems")
+                      shown=f"{iv.estimate:+.3f} (Mean@k {summary(dec[best])['mean@k']:.3f} at λ {best:g} vs "
+                            f"{summary(dec[1.0])['mean@k']:.3f})", note="paired over problems")
+        iv = stats.paired_bootstrap(pd_[best]["tokens"], pd_[1.0]["tokens"], "ratio_of_means", n_resamples=nr,
+                                    unit="problems")
         ledger.record("fewer_tokens", iv.estimate, interval=iv,
-                      shown=f"{iv.estimate:.3f}× ({summary(sw[best])['tokens']:.1f} vs {summary(sw[1.0])['tokens']:.1f})",
+                      shown=f"{iv.estimate:.3f}× ({summary(dec[best])['tokens']:.1f} vs {summary(dec[1.0])['tokens']:.1f})",
                       note="mean tokens per problem, paired")
         if "TA" in var and "TIES" in var:
-            ivs = {m: diff(pp[best]["mean@k"], per_problem(var[m])["mean@k"]) for m in ("TA", "TIES")}
+            ivs = {m: diff(pd_[best]["mean@k"], per_problem(var[m])["mean@k"]) for m in ("TA", "TIES")}
             test = next(c for c in CLAIMS if c.id == "beats_merging").test
             verdicts = {m: test.decide(v) for m, v in ivs.items()}
             # holds only if it holds against both; does not hold if it fails against either
@@ -118,27 +166,46 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
             ledger.untested("beats_merging", "no shared base checkpoint: TA and TIES need one")
     else:
         for cid in ("matches_thinking", "fewer_tokens", "beats_merging"):
-            ledger.untested(cid, f"best_lambda {best:g} or λ = 1 is not in the sweep")
-    # ablations
-    if "mlp only" in var and "attn only" in var:
+            ledger.untested(cid, f"best_lambda {best:g} or λ = 1 was not run on the power problems")
+    # GSM8K, the second benchmark
+    if best in pg and 1.0 in pg:
+        iv = diff(pg[best]["mean@k"], pg[1.0]["mean@k"])
+        ledger.record("matches_thinking_gsm8k", iv.estimate, interval=iv,
+                      shown=f"{iv.estimate:+.3f} (Mean@k {summary(gsm[best])['mean@k']:.3f} at λ {best:g} vs "
+                            f"{summary(gsm[1.0])['mean@k']:.3f})", note="paired over GSM8K questions")
+        iv = stats.paired_bootstrap(pg[best]["tokens"], pg[1.0]["tokens"], "ratio_of_means", n_resamples=nr,
+                                    unit="questions")
+        ledger.record("fewer_tokens_gsm8k", iv.estimate, interval=iv,
+                      shown=f"{iv.estimate:.3f}× ({summary(gsm[best])['tokens']:.1f} vs {summary(gsm[1.0])['tokens']:.1f})",
+                      note="mean tokens per question, paired")
+    else:
+        for cid in ("matches_thinking_gsm8k", "fewer_tokens_gsm8k"):
+            ledger.untested(cid, "GSM8K was not run at best_lambda and λ = 1 (gsm8k_split = 'none')")
+    # ablations, past the band by the paper's offset
+    at = results.get("ablation_lambda")
+    where = (f"at λ {at:g}, the band's end {b[1]:g} + {results.get('ablation_offset', 0.0):g}" if at is not None and b
+             else "")
+    no_room = ("no band: the ablations' λ (the band's end + ablation_offset) is undefined" if b is None else
+               f"the band ends at λ {b[1]:g}: its end + ablation_offset lies past λ = 1")
+    if at is not None and "mlp only" in var and "attn only" in var:
         iv = diff(per_problem(var["mlp only"])["think"], per_problem(var["attn only"])["think"])
         ledger.record("mlp_drives", iv.estimate, interval=iv,
                       shown=f"{iv.estimate:+.3f} (MLP only {summary(var['mlp only'])['think']:.2f}, attention only "
-                            f"{summary(var['attn only'])['think']:.2f})", note="paired over problems")
+                            f"{summary(var['attn only'])['think']:.2f})", note=f"{where}; paired over problems")
     else:
-        ledger.untested("mlp_drives", "the module ablation did not run")
+        ledger.untested("mlp_drives", no_room if at is None else "the module ablation did not run")
     first, late = "layers: first third", "layers: last two thirds"
-    if first in var and late in var:
+    if at is not None and first in var and late in var:
         iv = diff(per_problem(var[late])["think"], per_problem(var[first])["think"])
         ledger.record("late_layers", iv.estimate, interval=iv,
                       shown=f"{iv.estimate:+.3f} (last two thirds {summary(var[late])['think']:.2f}, first third "
-                            f"{summary(var[first])['think']:.2f})", note="paired over problems")
+                            f"{summary(var[first])['think']:.2f})", note=f"{where}; paired over problems")
     else:
-        ledger.untested("late_layers", "the layer ablation did not run")
-    grid = [k for k in var if k.startswith("λ ") and ", T " in k]
+        ledger.untested("late_layers", no_room if at is None else "the layer ablation did not run")
+    grid = [g for g in grid if g in var]
     if len(grid) >= 2:
         accs = np.stack([per_problem(var[g])["mean@k"] for g in grid], axis=1)
-        iv = _boot_problems(lambda idx: float(np.ptp(accs[idx].mean(axis=0))), n, nr)
+        iv = _boot_problems(lambda idx: float(np.ptp(accs[idx].mean(axis=0))), len(accs), nr)
         ledger.record("decoding_robust", iv.estimate, interval=iv,
                       shown=f"{iv.estimate:.3f} (" + ", ".join(f"{g.split(', ', 1)[1]}: {summary(var[g])['mean@k']:.3f}"
                                                             for g in grid) + ")",
@@ -146,9 +213,11 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
     else:
         ledger.untested("decoding_robust", "no band (or a grid of one setting): the decoding grid did not run")
     # checks
-    if 1.0 in pp:
-        iv = mean_interval(pp[1.0]["think"], nr)
+    if 1.0 in pd_:
+        iv = mean_interval(pd_[1.0]["think"], nr)
         ledger.record("thinking_thinks", iv.estimate, interval=iv, shown=f"{iv.estimate:.3f}")
+    else:
+        ledger.untested("thinking_thinks", "λ = 1 was not run on the power problems")
     ledger.record("endpoints_exact", float(results["endpoint_error"]), shown=f"{results['endpoint_error']:g}")
     ledger.record("pair_close", float(results["sigma"]), shown=f"{results['sigma']:.4f} (pooled "
                                                               f"{results.get('sigma_pooled', float('nan')):.4f})")
