@@ -30,7 +30,7 @@ if __name__ == "kernels":  # pragma: no cover - exercised in a subprocess by tes
     _path = [p for p in _sys.path if _os.path.abspath(p or ".") != _root]
     _spec = _machinery.PathFinder.find_spec("kernels", _path)
     if _spec is None:
-        __file__ = None  # noqa: F811 - see above: an absent package, not acl26.kernels
+        __file__ = None  # see above: an absent package, not acl26.kernels
         __doc__ = ("Not a package: this checkout's kernels/ folder (acl26.kernels) imported under the top-level "
                    "name; the Hugging Face kernels package is not installed.")
         del _machinery, _util, _os, _sys, _root, _path, _spec
