@@ -236,13 +236,16 @@ class Ledger:
 
     def record_noisy(self, claim_id: str, *, per_seed: list[float] | None = None, paired: tuple | None = None,
                      point: float | None = None, statistic: str = "mean_diff", n_resamples: int = 4999,
-                     unit: str = "blocks", shown: str | None = None, note: str = "") -> Entry:
-        """Decide a noisy claim by the one rule, :func:`acl26.stats.noisy`: the t-interval over seeds
-        when there are two or more, else a paired bootstrap over evaluation units, else a point; the
-        note says which (after ``note``). Untested when nothing was measured."""
+                     unit: str = "blocks", shown: str | None = None, note: str = "",
+                     nested: list[tuple] | None = None) -> Entry:
+        """Decide a noisy claim by the one rule, :func:`acl26.stats.noisy`: a two-level bootstrap when
+        per-unit values of two or more seeds are given (``nested``), else the t-interval over seeds when
+        there are two or more, else a paired bootstrap over evaluation units, else a point; the note says
+        which (after ``note``). Untested when nothing was measured."""
         from acl26 import stats
 
-        value, iv, how = stats.noisy(per_seed, paired, point, statistic=statistic, n_resamples=n_resamples, unit=unit)
+        value, iv, how = stats.noisy(per_seed, paired, point, statistic=statistic, n_resamples=n_resamples, unit=unit,
+                                     nested=nested)
         if value is None:
             return self.untested(claim_id, how)
         return self.record(claim_id, value, shown=shown, interval=iv, note=f"{note}; {how}" if note else how)

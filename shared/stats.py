@@ -112,11 +112,51 @@ def repeat_range(values: Sequence[float]) -> Interval:
     return Interval(float(np.median(x)), float(x.min()), float(x.max()), 1.0, "range over repeats", int(x.size))
 
 
+def two_level_bootstrap(per_seed: Sequence[tuple[Sequence[float], Sequence[float]]], *, level: float = 0.95,
+                        n_resamples: int = 4999, seed: int = 0, unit: str = "units") -> Interval:
+    """The mean over seeds of the mean paired difference ``a − b`` over units, with a two-level percentile
+    bootstrap: seeds are resampled, then the units within each drawn seed.
+
+    ``per_seed``: one ``(a, b)`` per training seed (at least 2), each two arms' per-unit values on the same
+    units (held-out pairs, problems). The interval covers both the spread across seeds and the
+    evaluation noise within each. With few seeds the outer level sees only their spread (3 seeds:
+    10 distinct draws), as any bootstrap over few units does.
+    """
+    checks.integer("n_resamples", n_resamples, 99)
+    rng = np.random.default_rng(checks.seed("seed", seed))
+    if isinstance(per_seed, (str, bytes)) or len(per_seed) < 2:
+        raise ValueError(f"per_seed must hold (a, b) for at least 2 seeds, got {len(per_seed) if hasattr(per_seed, '__len__') else per_seed!r}")
+    diffs = []
+    for i, arms in enumerate(per_seed):
+        if len(arms) != 2:
+            raise ValueError(f"per_seed[{i}] must be a pair (a, b)")
+        a, b = (np.asarray(x, dtype=np.float64) for x in arms)
+        if a.ndim != 1 or a.shape != b.shape or a.size < 1:
+            raise ValueError(f"per_seed[{i}]: a and b must be 1-D of the same length >= 1, got {a.shape} and {b.shape}")
+        if not (np.isfinite(a).all() and np.isfinite(b).all()):
+            raise ValueError(f"per_seed[{i}]: a and b must be finite")
+        diffs.append(a - b)
+    s = len(diffs)
+    est = float(np.mean([d.mean() for d in diffs]))
+    # inner level: for each seed, n_resamples * s bootstrap means of its units (one per outer draw slot)
+    inner = np.stack([d[rng.integers(0, d.size, (n_resamples * s, d.size))].mean(axis=1) for d in diffs])
+    outer = rng.integers(0, s, (n_resamples, s))  # the seeds each resample draws
+    slots = np.arange(n_resamples * s).reshape(n_resamples, s)
+    draws = inner[outer, slots].mean(axis=1)
+    alpha = (1 - _level(level)) / 2
+    lo, hi = (float(x) for x in np.quantile(draws, [alpha, 1 - alpha]))
+    return Interval(est, min(lo, est), max(hi, est), _level(level),
+                    f"two-level bootstrap: seeds, then {unit} within each", s)
+
+
 def noisy(per_seed: Sequence[float] | None = None, paired: tuple | None = None, point: float | None = None, *,
           statistic: str | Callable = "mean_diff", n_resamples: int = 4999, unit: str = "blocks",
-          level: float = 0.95) -> tuple[float | None, Interval | None, str]:
+          level: float = 0.95, nested: Sequence[tuple] | None = None) -> tuple[float | None, Interval | None, str]:
     """The one rule for deciding a noisy figure, with what was measured at hand: ``(value, interval, how)``.
 
+    * ``nested``: per training seed (two or more), the two arms' per-unit values ``(a, b)``: the mean
+      paired difference and its two-level bootstrap (:func:`two_level_bootstrap`; ``statistic`` must be
+      ``"mean_diff"``);
     * two or more ``per_seed`` values (one per training seed, each the figure the claim is about):
       their mean and the t-interval over seeds;
     * else ``paired = (a, b)`` per-unit values of the two arms of one model (blocks, problems): the
@@ -126,6 +166,11 @@ def noisy(per_seed: Sequence[float] | None = None, paired: tuple | None = None, 
 
     ``how`` says which, in words for the claim's note.
     """
+    if nested is not None and len(nested) >= 2:
+        if statistic != "mean_diff":
+            raise ValueError(f"nested values are decided on the mean difference only, not {statistic!r}")
+        iv = two_level_bootstrap(nested, level=level, n_resamples=n_resamples, unit=unit)
+        return iv.estimate, iv, f"two-level bootstrap over {iv.n} seeds and the {unit} within each"
     if per_seed is not None and len(per_seed) >= 2:
         iv = seed_interval(per_seed, level=level)
         return iv.estimate, iv, f"t-interval over {iv.n} seeds"

@@ -577,3 +577,68 @@ def test_every_quality_claim_needs_the_teacher_ahead_control():
             if ledger.entries[cid].holds != C.UNTESTED:  # fkl / srkl: not run in this profile
                 assert ledger.entries[cid].holds == C.NOT_TESTABLE, cid
         assert ledger.entries["overhead"].holds == C.HOLDS  # not a quality claim: no control
+
+
+def test_the_kl_claims_need_room_to_close():
+    """closer_* measure distillation as KL to the teacher; where the start student is already as close to the
+    teacher as the comparison's half-width, no gain could be seen: not testable here."""
+    import copy
+
+    from cases import mta as mta_cases
+    from acl26 import claims as C
+    from acl26 import registry
+
+    ch = registry.get("mta")
+    assert {c.id for c in ch.claims if "kl_room" in c.controls} == {"closer_sfkl", "closer_fkl", "closer_srkl"}
+    good = mta_cases.synthetic()
+    ledger = C.Ledger("mta", "book", list(ch.claims))
+    ch.record_claims(ledger, good)
+    assert ledger.entries["kl_room"].holds == C.HOLDS and ledger.entries["closer_sfkl"].holds == C.HOLDS
+    assert "two-level bootstrap" in ledger.entries["closer_sfkl"].note
+    bad = copy.deepcopy(good)
+    bad["kl"]["start"] = [1e-4] * mta_cases.N_PAIRS  # the start student already matches the teacher
+    ledger = C.Ledger("mta", "book", list(ch.claims))
+    ch.record_claims(ledger, bad)
+    assert ledger.entries["kl_room"].holds != C.HOLDS
+    assert all(ledger.entries[f"closer_{b}"].holds == C.NOT_TESTABLE for b in ("sfkl", "fkl", "srkl"))
+    nokl = copy.deepcopy(good)
+    del nokl["kl"]
+    ledger = C.Ledger("mta", "book", list(ch.claims))
+    ch.record_claims(ledger, nokl)
+    assert ledger.entries["closer_sfkl"].holds == C.UNTESTED and ledger.entries["kl_room"].holds == C.UNTESTED
+
+
+def test_heldout_kl_is_zero_for_the_teacher_itself_and_positive_otherwise():
+    from acl26.papers.mta import data as D
+    from acl26.papers.mta import distill as Dl
+    from acl26.papers.mta import study
+
+    P = study.SPEC.resolve("smoke", {})
+    teacher, tok = study.tiny_teacher()
+    other, _ = study.tiny_teacher(seed=1)
+    pairs = D.examples(P)["heldout"]
+    items = D.encode(tok, pairs, max_len=P["max_len"], with_units=False, skip_unlabelled=True)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    same = Dl.heldout_kl(teacher, teacher, items, pad, batch_size=3)
+    assert len(same) == len(items) and max(abs(x) for x in same) < 1e-5
+    diff = Dl.heldout_kl(other, teacher, items, pad)
+    assert all(x > 1e-3 for x in diff)
+
+
+def test_no_lead_is_no_room_even_without_noise():
+    import copy
+
+    from cases import mta as mta_cases
+    from acl26 import claims as C
+    from acl26 import registry
+
+    ch = registry.get("mta")
+    r = copy.deepcopy(mta_cases.synthetic())
+    flat = mta_cases.rec(20.0, 0, noise=0.0)
+    for k in r["runs"]:
+        r["runs"][k] = dict(flat)  # every run identical: half-width 0
+    r["evals"]["teacher"] = r["evals"]["start"] = dict(flat)  # and no lead
+    ledger = C.Ledger("mta", "book", list(ch.claims))
+    ch.record_claims(ledger, r)
+    assert ledger.entries["teacher_ahead"].holds == C.FAILS
+    assert ledger.entries["improves_sfkl"].holds == C.NOT_TESTABLE

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 
 from acl26.papers.mta import study
@@ -30,11 +32,27 @@ def synthetic() -> dict:
         for s in seeds:
             runs[study.run_key(base, "base", s)] = rec(19.0 + 0.2 * s, s, noise=0.5, salt=10 + j)
             runs[study.run_key(base, "MTA", s)] = rec(22.0 + 0.2 * s, s, noise=0.5, salt=20 + j)
-    return {"runs": runs, "seeds": seeds, "ablation_seeds": seeds[:2], "base_losses": ["sfkl", "fkl", "srkl"],
+    # KL to the teacher per held-out pair: the start student far, every distilled run closer, MTA closest
+    kl = {"start": _kl(1.0, 9, 0)}
+    for k in runs:
+        kl[k] = _kl(0.40 if k.split("|")[1] == "MTA" else 0.50, int(k.split("|")[2]), zlib.crc32(k.encode()) % 1000)
+    return {"runs": runs, "kl": kl, "seeds": seeds, "ablation_seeds": seeds[:2], "base_losses": ["sfkl", "fkl", "srkl"],
             "ablation_base": "sfkl", "n_resamples": 499,
             "evals": {"teacher": rec(35.0, 9, nll=2.0), "start": rec(15.0, 9, nll=3.5)},
             "timing": {"base": [1.0, 1.1, 0.9, 1.0], "MTA": [1.2, 1.3, 1.1, 1.25]},
             "recovery": {"copied_val_ppl": 1e7, "log": {"final": {"val_ppl": 300.0}}}, "trl_diff": 1e-8}
+
+
+def _kl(mean: float, seed: int, salt: int) -> list:
+    rng = np.random.default_rng([2000 + seed, salt])
+    return (mean + 0.2 * np.cos(np.arange(N_PAIRS)) + 0.02 * rng.standard_normal(N_PAIRS)).tolist()
+
+
+def _kl_set(r: dict, cond: str, mean: float, base: str | None = None) -> None:
+    for k in [k for k in r["kl"] if k != "start"]:
+        b, c, s = k.split("|")
+        if c == cond and (base is None or b == base):
+            r["kl"][k] = _kl(mean, int(s), 55)
 
 
 def set_mean(r: dict, name: str, mean: float, seeds=None) -> None:
@@ -58,6 +76,10 @@ FAIL = {
     "student_recovers": lambda r: r["recovery"]["log"]["final"].update(val_ppl=2e7),
     "kd_learns": lambda r: r["evals"]["start"].update(nll=[1.0] * N_PAIRS),
     "teacher_ahead": lambda r: r["evals"].update(teacher=rec(5.0, 9)),
+    "closer_sfkl": lambda r: _kl_set(r, "MTA", 0.6, "sfkl"),
+    "closer_fkl": lambda r: _kl_set(r, "MTA", 0.6, "fkl"),
+    "closer_srkl": lambda r: _kl_set(r, "MTA", 0.6, "srkl"),
+    "kl_room": lambda r: r["kl"].update(start=[0.0] * N_PAIRS),
     "trl_agrees": lambda r: r.update(trl_diff=1e-3),
 }
 

@@ -368,6 +368,34 @@ def response_nll(model, items: Sequence[D.Encoded], pad_id: int, batch_size: int
     return out
 
 
+@torch.no_grad()
+def heldout_kl(student, teacher, items: Sequence[D.Encoded], pad_id: int, batch_size: int = 16) -> list[float]:
+    """Per held-out pair, the mean KL(teacher ‖ student) in nats per token over the full vocabulary, at every
+    position that predicts a token of the reference response (or its EOS), teacher-forced on the
+    reference: how close distillation brought the student to the teacher where it was trained to be."""
+    checks.integer("batch_size", batch_size, 1)
+    out: list[float] = []
+    was = student.training, teacher.training
+    student.eval()
+    teacher.eval()
+    try:
+        for lo in range(0, len(items), batch_size):
+            dev = next(student.parameters()).device
+            b = {k: v.to(dev) for k, v in D.pad_batch(items[lo:lo + batch_size], pad_id).items()}
+            attn = b["attn"].long()
+            pos = D.predict_mask(b["labels"]) & b["attn"]
+            s = torch.log_softmax(student(input_ids=b["ids"], attention_mask=attn).logits.float(), -1)
+            t = torch.log_softmax(teacher(input_ids=b["ids"].to(next(teacher.parameters()).device),
+                                          attention_mask=attn.to(next(teacher.parameters()).device)).logits.float(), -1)
+            t = t.to(dev)
+            for i in range(s.shape[0]):
+                out.append(float(L.forward_kl(s[i:i + 1], t[i:i + 1], pos[i:i + 1])))
+    finally:
+        student.train(was[0])
+        teacher.train(was[1])
+    return out
+
+
 def evaluate(model, tokenizer, pairs: Sequence[D.Pair], items: Sequence[D.Encoded], *, samples: int,
              max_new_tokens: int, seed: int, pad_id: int, batch_size: int = 32, progress: bool = False,
              cache_key: dict | None = None) -> dict:

@@ -146,6 +146,8 @@ def run(params: dict, progress: bool = True) -> dict:
               batch_size=params["eval_batch"], progress=progress)
     evals = {"teacher": Dl.evaluate(teacher, tok, pairs["heldout"], held_items, cache_key={"who": "teacher"}, **ev),
              "start": Dl.evaluate(student, tok, pairs["heldout"], held_items, cache_key={"who": "start"}, **ev)}
+    # distillation's own measure beside ROUGE-L: KL(teacher ‖ student) per held-out pair (nats/token)
+    kl = {"start": Dl.heldout_kl(student, teacher, held_items, pad)}
     runs, logs = {}, {}
     plan = conditions(params)
     for base, name, cond, seeds in plan:
@@ -157,6 +159,7 @@ def run(params: dict, progress: bool = True) -> dict:
             res = Dl.distill(setup, cond, cfg, name=f"{base}-{name.replace(' ', '_').replace('+', '')}-s{seed}",
                              progress=progress)
             runs[k] = Dl.evaluate(res.model, tok, pairs["heldout"], held_items, cache_key={"who": k}, **ev)
+            kl[k] = Dl.heldout_kl(res.model, teacher, held_items, pad)
             h = res.log["history"]
             logs[k] = {"seconds": res.log["seconds"], "from_cache": res.from_cache, "loss": h["loss"],
                        "base": h["base"], "dsa": h["dsa"], "hid": h["hid"],
@@ -168,7 +171,7 @@ def run(params: dict, progress: bool = True) -> dict:
                            batch_size=params["batch_size"], rounds=params["timing_rounds"],
                            teacher=teacher, teacher_layers=t_layers)
     trl = trl_difference(teacher, student, setup.batch(list(range(min(4, len(train_items))))))
-    return {"runs": runs, "logs": logs, "evals": evals, "timing": timing, "trl_diff": trl,
+    return {"runs": runs, "logs": logs, "evals": evals, "kl": kl, "timing": timing, "trl_diff": trl,
             "recovery": m["recovery"], "teacher_id": m["teacher_id"], "student_id": m["student_id"],
             "key_layers": key, "teacher_layers": t_layers, "student_layer_map": (m["recovery"] or {}).get("layers"),
             "n_student": n_s, "n_teacher": n_t, "base_losses": list(params["base_losses"]),
@@ -201,9 +204,13 @@ def main_frame(results: dict):
 
     rows = []
     for base in results["base_losses"]:
-        for metric, fn in (("ROUGE-L", lambda r: float(np.mean(r["rouge"]))),
-                           ("log-perplexity", lambda r: float(np.mean(r["nll"])))):
-            vals = {c: [fn(results["runs"][run_key(base, c, s)]) for s in results["seeds"]] for c in ("base", "MTA")}
+        kl = results.get("kl", {})
+        for metric, fn in (("ROUGE-L", lambda k: float(np.mean(results["runs"][k]["rouge"]))),
+                           ("log-perplexity", lambda k: float(np.mean(results["runs"][k]["nll"]))),
+                           ("KL to the teacher", lambda k: float(np.mean(kl[k])))):
+            if metric == "KL to the teacher" and not kl:
+                continue
+            vals = {c: [fn(run_key(base, c, s)) for s in results["seeds"]] for c in ("base", "MTA")}
             d = stats.seed_interval(np.subtract(vals["MTA"], vals["base"]))
             row = {"base loss": L.BASE_NAMES[base], "metric": metric}
             for c in ("base", "MTA"):
