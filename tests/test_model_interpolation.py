@@ -383,7 +383,7 @@ def test_ablations_are_decided_past_the_band_by_the_papers_offset():
     res["variants"]["mlp only"] = res["variants"]["attn only"]
     led = C.Ledger("model_interpolation", "test", list(study.CLAIMS))
     verdicts.record_claims(led, res)
-    assert led.entries["mlp_drives"].holds == C.FAILS  # a difference of exactly 0 is not > 0
+    assert led.entries["mlp_drives"].holds == C.FAILS  # a difference of exactly 0 is not > 0, where parts can think
     assert "λ 0.8, the band's end 0.6 + 0.2" in led.entries["mlp_drives"].note
     res = _synthetic()
     res.update(ablation_lambda=None, band=(0.8, 0.9))
@@ -452,6 +452,8 @@ def test_study_on_local_checkpoints(tmp_path, monkeypatch):
     # the sweep's record at a decisive λ is that λ's power record cut to the sweep's problems
     assert res["sweep"][1.0]["tokens"] == res["decisive"][1.0]["tokens"][:P["eval_problems"]]
     assert {"TA", "TIES"} <= set(res["variants"])
+    if res["ablation_lambda"] is not None:
+        assert {study.UNION_LAYERS, study.UNION_MODULES, "attn only", "mlp only"} <= set(res["variants"])
     assert res["n_layers"] == 3 and res["endpoint_error"] == 0.0 and res["source"].startswith("local checkpoints")
     rec = res["sweep"][1.0]
     assert len(rec["correct"]) == 3 and all(len(r) == P["k"] for r in rec["correct"])
@@ -494,7 +496,8 @@ def test_streamed_sharded_inputs_and_bad_out_dir(tmp_path):
         M.interpolate_files(tmp_path / "a", tmp_path / "b", tmp_path / "b", 0.5)
 
 
-CONTROLS = ("thinking_better", "few_cut_off", "decoding_matters", "thinking_better_gsm8k", "few_cut_off_gsm8k")
+CONTROLS = ("thinking_better", "few_cut_off", "decoding_matters", "modules_can_think", "layers_can_think",
+            "thinking_better_gsm8k", "few_cut_off_gsm8k")
 
 
 @pytest.mark.parametrize("control", CONTROLS)
@@ -513,6 +516,8 @@ def test_a_failing_control_makes_the_claims_naming_it_not_testable(control):
     naming = {c.id for c in ch.claims if control in c.controls}
     expected = {"thinking_better": {"mean_jumps", "matches_thinking", "beats_merging"},
                 "decoding_matters": {"decoding_robust"},
+                "modules_can_think": {"mlp_drives"},
+                "layers_can_think": {"late_layers"},
                 "thinking_better_gsm8k": {"matches_thinking_gsm8k"},
                 "few_cut_off_gsm8k": {"matches_thinking_gsm8k", "fewer_tokens_gsm8k"},
                 "few_cut_off": {c.id for c in ch.claims if c.kind == "claim" and not c.id.endswith("_gsm8k")}}

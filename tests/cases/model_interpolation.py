@@ -30,6 +30,8 @@ def synthetic(n=30, k=4, seed=0):
         "layers: last two thirds": rec([[True] * k] * n, [[True] * k] * n, [[40] * k] * n, k),
         "attn only": rec([[False] * k] * n, [[False] * k] * n, [[5] * k] * n, k),
         "mlp only": rec([[True] * k] * n, [[True] * k] * n, [[40] * k] * n, k),
+        study.UNION_LAYERS: rec([[True] * k] * n, [[True] * k] * n, [[40] * k] * n, k),
+        study.UNION_MODULES: rec([[True] * k] * n, [[True] * k] * n, [[40] * k] * n, k),
         "λ 0.5, T 0.6, top-p 0.95": sw[0.5],
         "λ 0.5, T 1, top-p 0.95": sw[0.5],
         "λ 0.5, T 2 (must matter)": rec((rng.random((n, k)) < 0.05).tolist(), sw[0.5]["think"], sw[0.5]["tokens"], k),
@@ -37,8 +39,8 @@ def synthetic(n=30, k=4, seed=0):
     gsm_acc, gsm_tok = {0.0: 0.1, 0.8: 0.6, 1.0: 0.6}, {0.0: 8, 0.8: 30, 1.0: 50}
     gsm = {lam: rec((rng.random((n, k)) < gsm_acc[lam]).tolist(), [[lam > 0] * k] * n,
                     rng.poisson(gsm_tok[lam], (n, k)).tolist(), k) for lam in gsm_acc}
-    # the decisive λ (0, the band's ends 0.4 and 0.6, best 0.8, 1): here the sweep's own records
-    return {"sweep": sw, "decisive": {lam: sw[lam] for lam in (0.0, 0.4, 0.6, 0.8, 1.0)},
+    # the decisive λ (0, the band's ends 0.4 and 0.6, its λ 0.5, best 0.8, 1): here the sweep's own records
+    return {"sweep": sw, "decisive": {lam: sw[lam] for lam in (0.0, 0.4, 0.5, 0.6, 0.8, 1.0)},
             "band": study.band(lams, [study.summary(sw[x])["think"] for x in lams]), "band_lambda": 0.5,
             "ablation_lambda": 0.8, "ablation_offset": 0.2, "variants": var,
             "grid": ["λ 0.5, T 0.6, top-p 0.95", "λ 0.5, T 1, top-p 0.95"], "grid_control": "λ 0.5, T 2 (must matter)",
@@ -79,7 +81,11 @@ FAIL = {
     "thinking_better": lambda r: _mi_set(r, "decisive", 1.0, correct=_mi_const(r, "decisive", 1.0, False)),
     "few_cut_off": lambda r: _mi_set(r, "decisive", 1.0, finished=_mi_const(r, "decisive", 1.0, False)),
     "decoding_matters": lambda r: _mi_set(r, "variants", "λ 0.5, T 2 (must matter)",
-                                          correct=r["sweep"][0.5]["correct"]),
+                                          correct=r["decisive"][0.5]["correct"]),
+    "modules_can_think": lambda r: _mi_set(r, "variants", study.UNION_MODULES,
+                                           think=_mi_const(r, "variants", study.UNION_MODULES, False)),
+    "layers_can_think": lambda r: _mi_set(r, "variants", study.UNION_LAYERS,
+                                          think=_mi_const(r, "variants", study.UNION_LAYERS, False)),
     "thinking_better_gsm8k": lambda r: _mi_set(r, "gsm8k", 1.0, correct=_mi_const(r, "gsm8k", 1.0, False)),
     "few_cut_off_gsm8k": lambda r: _mi_set(r, "gsm8k", 0.8, finished=_mi_const(r, "gsm8k", 0.8, False)),
     "endpoints_exact": lambda r: r.update(endpoint_error=1e-3),

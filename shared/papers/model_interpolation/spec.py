@@ -54,10 +54,10 @@ SPEC = ParamSpec(
         Param("ft_batch", int, "fine-tuning batch (examples)", min=1),
         Param("ft_lr", float, "fine-tuning peak learning rate", min=1e-7, max=1.0),
         Param("seed", int, "seed of the data, the fine-tunes and the rollouts", min=0, max=SEED_MAX),
-        Param("eval_problems", int, "held-out chain-sum problems at every λ of the sweep and in the decoding grid "
-              "(the first eval_problems of the power_problems)", min=2),
+        Param("eval_problems", int, "held-out chain-sum problems at every λ of the sweep (the first eval_problems of "
+              "the power_problems)", min=2),
         Param("power_problems", int, "held-out chain-sum problems where the verdicts are decided: λ = 0, the band's "
-              "ends, best_lambda, 1, TA, TIES and the ablations", min=2),
+              "ends and its λ, best_lambda, 1, TA, TIES, the ablations and the decoding grid", min=2),
         Param("k", int, "rollouts per problem (Mean@k, Pass@k, Vote@k)", min=1),
         Param("max_new_tokens", int, "longest response (tokens)", min=1),
         Param("batch_prompts", int, "prompts per generation batch (each with k rollouts)", min=1),
@@ -92,7 +92,7 @@ SPEC = ParamSpec(
                      lambdas=[0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0], fine_points=2,
                      best_lambda=0.8, ablation_offset=0.2, extra_ablation_lambdas=[], grid_temperatures=[0.6, 1.0],
                      grid_top_ps=[0.8, 0.95], grid_control_temperature=2.0,
-                     gsm8k_split="heldout", gsm8k_k=4, gsm8k_max_new_tokens=192, ta_scale=0.7, ties_density=0.2,
+                     gsm8k_split="heldout", gsm8k_k=2, gsm8k_max_new_tokens=192, ta_scale=0.7, ties_density=0.2,
                      ties_scale=0.5, n_resamples=1999),
         "smoke": dict(parent="tiny", train_problems=64, steps_instruct=4, steps_thinking=4, ft_batch=4,
                       eval_problems=4, power_problems=6, k=2, max_new_tokens=12, batch_prompts=4,
@@ -149,11 +149,11 @@ CLAIMS = [
             "λ = 0.8 (0.2 past the band), MLPs left at Instruct: Think 0.7%; attention left at Instruct: 99.9%",
             "module ablation",
             C.predicate("ours: Think #R(MLP only) − Think #R(attention only) > 0", lambda v: v > 0, boundaries=(0.0,)),
-            controls=("few_cut_off",)),
+            controls=("few_cut_off", "modules_can_think")),
     C.Claim("late_layers", "Interpolating the later two thirds of the layers gives thinking; the first third does not",
             "λ = 0.8 (0.2 past the band): layers [0, 11] Think 0%, [12, 35] Think 100%", "layer ablation",
             C.predicate("ours: Think #R(last two thirds) − Think #R(first third) > 0", lambda v: v > 0,
-                        boundaries=(0.0,)), controls=("few_cut_off",)),
+                        boundaries=(0.0,)), controls=("few_cut_off", "layers_can_think")),
     C.Claim("decoding_robust", "In the band, accuracy barely moves across temperature × top-p",
             "IFEval 69.7–71.3 at λ = 0.4", "decoding ablation",
             C.predicate("ours: max − min Mean@k over the grid ≤ 0.05", lambda v: v <= 0.05, boundaries=(0.05,)),
@@ -185,6 +185,13 @@ CLAIMS = [
     C.Claim("decoding_matters", "A decoding that must matter moves Mean@k by more than decoding_robust's tolerance",
             "—", "ours", C.at_least(0.05, " (Mean@k at the band's λ, its decoding minus grid_control_temperature)"),
             kind="control"),
+    # the ablations' controls: a comparison of two parts says which carries thinking only where the parts together
+    # (a merge restricted the same way: embeddings, final norm and head left at Instruct) can think at all; where
+    # even their union does not, both parts score 0 whatever carries it
+    C.Claim("modules_can_think", "Attention and MLPs interpolated together (the rest at Instruct) think, at the "
+            "ablations' λ", "—", "ours", C.at_least(0.5, " (Think #R of the attention + MLP merge)"), kind="control"),
+    C.Claim("layers_can_think", "Every layer interpolated (embeddings, final norm and head at Instruct) thinks, at "
+            "the ablations' λ", "—", "ours", C.at_least(0.5, " (Think #R of the every-layer merge)"), kind="control"),
     # the same two controls on GSM8K, the second benchmark
     C.Claim("thinking_better_gsm8k", "On GSM8K, Thinking beats Instruct by more than matches_thinking_gsm8k's "
             "interval half-width", "—", "ours",

@@ -302,15 +302,22 @@ def ablation_lambda(band_: tuple[float, float] | None, offset: float) -> float |
     return at if at <= 1.0 else None
 
 
+#: the ablations' controls: every layer interpolated (the layer ablation's two parts together), and attention and
+#: MLPs together (the module ablation's), at the ablation λ; both leave the embeddings, the final norm and the head
+#: (and, for the modules, the layer norms) at Instruct, as the parts do
+UNION_LAYERS, UNION_MODULES = "layers: every layer (control)", "attn + mlp (control)"
+
+
 def grid_name(lam: float, temperature: float, top_p: float) -> str:
     return f"λ {lam:g}, T {temperature:g}, top-p {top_p:g}"
 
 
 def variants(pair: dict, items, params: dict, band_lam: float | None, ablation_at: float | None = None, *,
              grid_items=None, progress: bool = True) -> dict:
-    """TA and TIES, the layer and module ablations at ``ablation_at`` (untagged: the rows the verdicts read) and,
-    tagged ``@ λ x``, at each of ``extra_ablation_lambdas``, all on ``items``; the decoding grid and its control
-    (``grid_control_temperature``) at ``band_lam`` on ``grid_items`` (default ``items``)."""
+    """TA and TIES, the layer and module ablations at ``ablation_at`` (untagged: the rows the verdicts read, with
+    their controls :data:`UNION_LAYERS` and :data:`UNION_MODULES`) and, tagged ``@ λ x``, at each of
+    ``extra_ablation_lambdas``, all on ``items``; the decoding grid and its control (``grid_control_temperature``)
+    at ``band_lam`` on ``grid_items`` (default ``items``)."""
     from tqdm import tqdm
 
     grid_items = items if grid_items is None else grid_items
@@ -336,6 +343,12 @@ def variants(pair: dict, items, params: dict, band_lam: float | None, ablation_a
             jobs.append((f"{mod} only{tag}",
                          lambda mod=mod, at=at: merged(pair, params, at, modules=mod),
                          decoding_for(at, params), {"lam": at, "modules": mod}, items))
+        if not tag:  # the controls: the union of each ablation's parts (can a restricted merge think at all?)
+            every = list(range(pair["n_layers"]))
+            jobs.append((UNION_LAYERS, lambda every=every, at=at: merged(pair, params, at, layers=every),
+                         decoding_for(at, params), {"lam": at, "layers": every}, items))
+            jobs.append((UNION_MODULES, lambda at=at: merged(pair, params, at, modules=M.MODULES),
+                         decoding_for(at, params), {"lam": at, "modules": list(M.MODULES)}, items))
     if band_lam is not None:
         for t in params["grid_temperatures"]:
             for p in params["grid_top_ps"]:
@@ -393,10 +406,10 @@ def run(params: dict, progress: bool = True) -> dict:
     """The whole study: pair, checks, sweep, band, the decisive configurations, variants, GSM8K; the inputs of
     :func:`record_claims`.
 
-    The verdicts are decided on ``power_problems`` held-out problems at λ = 0, the band's two ends,
-    ``best_lambda`` and 1 (``decisive``, {λ: record}), and at TA, TIES and the ablations. The sweep's
-    curve and the decoding grid use the first ``eval_problems`` of them (where a λ is decisive, its
-    record cut to those problems)."""
+    The verdicts are decided on ``power_problems`` held-out problems at λ = 0, the band's two ends, the
+    band's λ (the decoding grid's), ``best_lambda`` and 1 (``decisive``, {λ: record}), and at TA, TIES,
+    the ablations and the decoding grid. The sweep's curve uses the first ``eval_problems`` of them
+    (where a λ is decisive, its record cut to those problems)."""
     from tqdm import tqdm
 
     pair = load_pair(params, progress=progress)
@@ -423,11 +436,11 @@ def run(params: dict, progress: bool = True) -> dict:
     b = band(lams, think)
     mid = None
     if b is not None:  # the decoding grid at the grid λ closest to Think #R = 1/2 inside the band
-        decide_at(list(b))
         inside = [x for x in lams if b[0] <= x <= b[1]]
         mid = min(inside, key=lambda x: abs(summary(sw[x])["think"] - 0.5))
+        decide_at(sorted({*b, mid}))
     at = ablation_lambda(b, params["ablation_offset"])
-    var = variants(pair, items, params, mid, at, grid_items=sweep_items, progress=progress)
+    var = variants(pair, items, params, mid, at, progress=progress)
     gsm = gsm8k(pair, params, sorted({0.0, float(params["best_lambda"]), 1.0}), progress)
     return {"sweep": sw, "decisive": dict(sorted(decisive.items())), "band": b, "band_lambda": mid,
             "ablation_lambda": at, "ablation_offset": float(params["ablation_offset"]), "variants": var,

@@ -10,7 +10,8 @@ import numpy as np
 from acl26 import claims as C
 from acl26 import stats
 from acl26.papers.model_interpolation.spec import CLAIMS
-from acl26.papers.model_interpolation.study import NEVER, band_width, mean_interval, per_problem, summary
+from acl26.papers.model_interpolation.study import (NEVER, UNION_LAYERS, UNION_MODULES, band_width, mean_interval,
+                                                   per_problem, summary)
 
 
 def _boot_problems(fn: Callable[[np.ndarray], float], n: int, n_resamples: int, seed: int = 0) -> stats.Interval:
@@ -100,14 +101,20 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
         ledger.untested("thinking_better_gsm8k", "GSM8K was not run at λ = 0, best_lambda and 1")
     grid, ctl = results.get("grid") or [], results.get("grid_control")
     mid = results.get("band_lambda")
-    if ctl in var and mid in pp:
-        iv = diff(pp[mid]["mean@k"], per_problem(var[ctl])["mean@k"])
+    if ctl in var and mid in pd_:
+        iv = diff(pd_[mid]["mean@k"], per_problem(var[ctl])["mean@k"])
         ledger.record("decoding_matters", iv.estimate, interval=iv,
-                      shown=f"{iv.estimate:+.3f} (Mean@k {summary(sw[mid])['mean@k']:.3f} at λ {mid:g}'s decoding, "
+                      shown=f"{iv.estimate:+.3f} (Mean@k {summary(dec[mid])['mean@k']:.3f} at λ {mid:g}'s decoding, "
                             f"{summary(var[ctl])['mean@k']:.3f} at {ctl.split(', ', 1)[1]})",
-                      note="paired over the sweep's problems")
+                      note="paired over problems")
     else:
         ledger.untested("decoding_matters", "no band: the decoding grid and its control did not run")
+    for cid, name in (("modules_can_think", UNION_MODULES), ("layers_can_think", UNION_LAYERS)):
+        if results.get("ablation_lambda") is not None and name in var:
+            iv = mean_interval(per_problem(var[name])["think"], nr)
+            ledger.record(cid, iv.estimate, interval=iv, shown=f"{iv.estimate:.3f} at λ {results['ablation_lambda']:g}")
+        else:
+            ledger.untested(cid, "no ablation past the band ran")
 
     # stage 2: the band (the curve, on the sweep's problems)
     iv = _boot_problems(lambda idx: band_width(lams, think_m[idx]), n, nr)
