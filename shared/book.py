@@ -13,8 +13,6 @@ number in the book comes from a run.
 from __future__ import annotations
 
 import datetime as _dt
-import json
-import os
 import shutil
 import subprocess
 import sys

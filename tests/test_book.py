@@ -28,7 +28,7 @@ def built(smoke_book, tmp_path_factory):
     shutil.copytree(out, root / "book" / "executed")
     book.generate(root / "book" / "executed", root / "book" / "_generated", profile="smoke")
     book.vendor_mathjax(root / "book" / "_static")
-    index = book.build(root)  # -W -n --keep-going: any warning fails
+    book.build(root)  # -W -n --keep-going: any warning fails
     return root / "_build" / "html"
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures as cf
-import math
 import os
 import re
 import time

@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from acl26 import checks, timing
-from acl26.papers.sherry.decoder import (FORMATS, LABELS, MB, PACKED, KVCache, Model, Shape, _check_format,
+from acl26.papers.sherry.decoder import (FORMATS, LABELS, MB, PACKED, Embedding, KVCache, Model, Shape, _check_format,
                                          available_bytes, build_model, get_shape, model_bytes, random_embedding,
                                          skip_reason)
 from acl26.papers.sherry.paper import _paper_speed_ratio, _ratio
