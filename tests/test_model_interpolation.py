@@ -536,3 +536,42 @@ def test_a_failing_control_makes_the_claims_naming_it_not_testable(control):
     for cid in naming:
         assert ledger.entries[cid].holds == C.NOT_TESTABLE, cid
         assert f"control {control}" in ledger.entries[cid].note
+
+
+def test_decoding_matters_is_decided_on_the_size_of_the_move():
+    """A hot temperature that raises accuracy moves it too: the control reads |Δ|."""
+    res = _synthetic()
+    hot = res["grid_control"]
+    res["variants"][hot] = _rec([[True] * 4] * 30, res["variants"][hot]["think"], res["variants"][hot]["tokens"], 4)
+    led = C.Ledger("model_interpolation", "test", list(study.CLAIMS))
+    verdicts.record_claims(led, res)
+    e = led.entries["decoding_matters"]
+    assert e.holds == C.HOLDS and e.ours > 0 and "mirrored" in e.interval.method
+
+
+def test_few_cut_off_counts_the_variants_too():
+    """A restricted merge that rambles to the cap reads as 'not thinking': the ablations' cut-offs count."""
+    res = _synthetic()
+    part = res["variants"]["attn only"]
+    res["variants"]["attn only"] = {**part, "finished": [[False] * 4 for _ in part["correct"]]}
+    led = C.Ledger("model_interpolation", "test", list(study.CLAIMS))
+    verdicts.record_claims(led, res)
+    assert led.entries["few_cut_off"].holds == C.FAILS and "attn only" in led.entries["few_cut_off"].shown
+    assert led.entries["mlp_drives"].holds == C.NOT_TESTABLE
+
+
+def test_variants_run_each_ablations_union_as_its_control(monkeypatch):
+    calls = []
+    monkeypatch.setattr(study, "evaluate", lambda pair, make, name, items, dec, params, cache_key=None: calls.append(
+        (name, dict(cache_key))) or {"label": name})
+    P = study.SPEC.resolve("smoke", {})
+    pair = {"base": None, "n_layers": 3, "instruct": {}, "thinking": {}}
+    out = study.variants(pair, ["q"], P, 0.5, 1.0, progress=False)
+    keys = dict(calls)
+    assert keys[study.UNION_LAYERS] == {"lam": 1.0, "layers": [0, 1, 2]}
+    assert keys[study.UNION_MODULES] == {"lam": 1.0, "modules": ["attn", "mlp"]}
+    assert {"attn only", "mlp only", "layers: first third", "layers: last two thirds"} <= set(out)
+    assert study.control_name(0.5, P["grid_control_temperature"]) in out
+    calls.clear()
+    out = study.variants(pair, ["q"], P, None, None, progress=False)  # no band: no ablation, no grid
+    assert not any(k in out for k in (study.UNION_LAYERS, "attn only")) and not any(k.startswith("λ") for k in out)

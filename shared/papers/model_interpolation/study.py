@@ -436,7 +436,7 @@ def run(params: dict, progress: bool = True) -> dict:
     b = band(lams, think)
     mid = None
     if b is not None:  # the decoding grid at the grid λ closest to Think #R = 1/2 inside the band
-        inside = [x for x in lams if b[0] <= x <= b[1]]
+        inside = [x for x in lams if b[0] < x < b[1]] or list(b)  # an interior point when there is one
         mid = min(inside, key=lambda x: abs(summary(sw[x])["think"] - 0.5))
         decide_at(sorted({*b, mid}))
     at = ablation_lambda(b, params["ablation_offset"])

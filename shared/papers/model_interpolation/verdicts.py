@@ -40,14 +40,14 @@ def _gap_over_half_width(ledger: C.Ledger, cid: str, gap: stats.Interval, match:
 
 def _cut_off(ledger: C.Ledger, cid: str, recs: dict, nr: int, note: str, seed: int = 0) -> None:
     """Record control ``cid``: the share of responses cut off at the token cap, at the worst of ``recs``
-    ({λ: record}), with a percentile bootstrap that resamples each record's problems."""
+    ({λ or variant name: record}), with a percentile bootstrap that resamples each record's problems."""
     if not recs:
         ledger.untested(cid, "no configuration was run")
         return
-    lams = list(recs)
-    cuts = [per_problem(recs[x])["cut"] for x in lams]
+    names = [f"λ {x:g}" if isinstance(x, float) else str(x) for x in recs]
+    cuts = [per_problem(rec)["cut"] for rec in recs.values()]
     share = [float(c.mean()) for c in cuts]
-    worst = lams[int(np.argmax(share))]
+    worst = names[int(np.argmax(share))]
     rng = np.random.default_rng(seed)
     draws = np.array([max(float(c[rng.integers(0, len(c), len(c))].mean()) for c in cuts) for _ in range(nr)])
     lo, hi = np.quantile(draws, [0.025, 0.975], method="inverted_cdf")
@@ -55,7 +55,7 @@ def _cut_off(ledger: C.Ledger, cid: str, recs: dict, nr: int, note: str, seed: i
     iv = stats.Interval(est, min(float(lo), est), max(float(hi), est), 0.95,
                         "percentile bootstrap over problems (each λ's resampled)", min(len(c) for c in cuts))
     ledger.record(cid, est, interval=iv,
-                  shown=f"{est:.1%} at λ {worst:g} (the worst); " + ", ".join(f"{x:g}: {c:.0%}" for x, c in zip(lams, share)),
+                  shown=f"{est:.1%} at {worst} (the worst); " + ", ".join(f"{x}: {c:.0%}" for x, c in zip(names, share)),
                   note=note)
 
 
@@ -81,8 +81,10 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
         return stats.paired_bootstrap(a, b, "mean_diff", n_resamples=nr, unit="problems")
 
     # the controls first
-    _cut_off(ledger, "few_cut_off", {**sw, **dec},
-             nr, "responses that reached max_new_tokens before their end, per λ (the sweep's and the decisive runs)")
+    # every run on the chain sums: a response cut off before </think> reads as "not thinking", so the variants count too
+    _cut_off(ledger, "few_cut_off", {**sw, **dec, **var}, nr,
+             "responses that reached max_new_tokens before their end, per run: the sweep, the decisive λ, TA, TIES, "
+             "the ablations and the decoding grid")
     if 0.0 in pd_ and 1.0 in pd_ and best in pd_:
         _gap_over_half_width(ledger, "thinking_better", diff(pd_[1.0]["mean@k"], pd_[0.0]["mean@k"]),
                              diff(pd_[best]["mean@k"], pd_[1.0]["mean@k"]), "Mean@k")
@@ -103,6 +105,8 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
     mid = results.get("band_lambda")
     if ctl in var and mid in pd_:
         iv = diff(pd_[mid]["mean@k"], per_problem(var[ctl])["mean@k"])
+        if iv.estimate < 0:  # "moves": decided on the side the estimate falls (|Δ|), the interval mirrored with it
+            iv = stats.Interval(-iv.estimate, -iv.hi, -iv.lo, iv.level, iv.method + ", mirrored (|Δ|)", iv.n)
         ledger.record("decoding_matters", iv.estimate, interval=iv,
                       shown=f"{iv.estimate:+.3f} (Mean@k {summary(dec[mid])['mean@k']:.3f} at λ {mid:g}'s decoding, "
                             f"{summary(var[ctl])['mean@k']:.3f} at {ctl.split(', ', 1)[1]})",

@@ -372,7 +372,8 @@ def response_nll(model, items: Sequence[D.Encoded], pad_id: int, batch_size: int
 def heldout_kl(student, teacher, items: Sequence[D.Encoded], pad_id: int, batch_size: int = 16) -> list[float]:
     """Per held-out pair, the mean KL(teacher ‖ student) in nats per token over the full vocabulary, at every
     position that predicts a token of the reference response (or its EOS), teacher-forced on the
-    reference: how close distillation brought the student to the teacher where it was trained to be."""
+    reference: how close distillation brought the student to the teacher where it was trained to be. Where
+    the two output layers differ in size (one padded), both are cut to the shared ids first."""
     checks.integer("batch_size", batch_size, 1)
     out: list[float] = []
     was = student.training, teacher.training
@@ -384,10 +385,11 @@ def heldout_kl(student, teacher, items: Sequence[D.Encoded], pad_id: int, batch_
             b = {k: v.to(dev) for k, v in D.pad_batch(items[lo:lo + batch_size], pad_id).items()}
             attn = b["attn"].long()
             pos = D.predict_mask(b["labels"]) & b["attn"]
-            s = torch.log_softmax(student(input_ids=b["ids"], attention_mask=attn).logits.float(), -1)
-            t = torch.log_softmax(teacher(input_ids=b["ids"].to(next(teacher.parameters()).device),
-                                          attention_mask=attn.to(next(teacher.parameters()).device)).logits.float(), -1)
-            t = t.to(dev)
+            s = student(input_ids=b["ids"], attention_mask=attn).logits.float()
+            t = teacher(input_ids=b["ids"].to(next(teacher.parameters()).device),
+                        attention_mask=attn.to(next(teacher.parameters()).device)).logits.float().to(dev)
+            v = min(s.shape[-1], t.shape[-1])  # a shared tokenizer, embeddings padded to different sizes
+            s, t = torch.log_softmax(s[..., :v], -1), torch.log_softmax(t[..., :v], -1)
             for i in range(s.shape[0]):
                 out.append(float(L.forward_kl(s[i:i + 1], t[i:i + 1], pos[i:i + 1])))
     finally:
