@@ -168,6 +168,16 @@ class Entry:
         estimate = self.interval.estimate if self.interval is not None else self.ours
         return self.claim.test.margin(estimate)
 
+    @property
+    def straddles(self) -> bool | None:
+        """The interval holds one of its test's boundaries inside it, so it cannot decide (None: no interval,
+        or a test without boundaries). An interval need not be symmetric: one wider than the margin on the
+        far side of its estimate still decides."""
+        if self.interval is None or not self.claim.test.boundaries:
+            return None
+        lo, hi = float(self.interval.lo), float(self.interval.hi)
+        return any(lo < b < hi for b in self.claim.test.boundaries)
+
 
 def check_controls(claims: list[Claim]) -> None:
     """Every control a claim names is a row of kind "control" among ``claims`` (ValueError otherwise)."""
@@ -271,7 +281,7 @@ class Ledger:
             "source": e.claim.source,
             "ours": e.shown or "—",
             "interval": e.interval.describe() if e.interval is not None else "—",
-            "half-width / margin": power(e.half_width, e.margin),
+            "half-width / margin": power(e.half_width, e.margin, e.straddles),
             "test": e.claim.test.text,
             "holds?": e.holds,
             "note": e.note,
@@ -321,13 +331,15 @@ class Ledger:
         return io.write_json(result_path(self.paper, self.profile), payload)
 
 
-def power(half_width: float | None, margin: float | None) -> str:
-    """``±h / m``: an interval's half-width beside its test's margin ("—" where either is missing);
-    flagged when the interval is too wide to decide the test."""
+def power(half_width: float | None, margin: float | None, straddles: bool | None = None) -> str:
+    """``±h / m``: an interval's half-width beside its test's margin ("—" where either is missing), flagged
+    "too wide" when the interval cannot decide the test: it holds a boundary of the test (``straddles``),
+    or, where that is not given, its half-width exceeds the margin."""
     if half_width is None or margin is None:
         return "—"
     text = f"±{half_width:.3g} / {margin:.3g}"
-    return text + " (too wide)" if half_width > margin else text
+    wide = straddles if straddles is not None else half_width > margin
+    return text + " (too wide)" if wide else text
 
 
 def result_path(paper: str, profile: str, root: Path | None = None) -> Path:

@@ -159,6 +159,12 @@ def test_half_width_against_margin():
     assert e.half_width == pytest.approx(0.15) and e.margin == pytest.approx(0.01)
     assert C.power(e.half_width, e.margin).endswith("(too wide)") and e.holds == C.INCONCLUSIVE
     assert C.equals(3).margin(3) is None and C.power(None, 1.0) == "—"
+    assert e.straddles is True and C.power(e.half_width, e.margin, e.straddles).endswith("(too wide)")
+    # an asymmetric interval wider than the margin on its far side still decides: not flagged
+    e = ledger.record("responds", 1.12, interval=_iv(1.101, 1.3, est=1.12))
+    assert e.half_width > e.margin and e.straddles is False and e.holds == C.HOLDS
+    row = {r["claim"]: r for r in ledger.rows()}["the subject responds: top-1 costs > 10% perplexity"]
+    assert not row["half-width / margin"].endswith("(too wide)")
 
 
 def test_facts_and_controls_are_kept_apart_in_the_saved_results(tmp_path, monkeypatch):
