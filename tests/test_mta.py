@@ -623,6 +623,19 @@ def test_heldout_kl_is_zero_for_the_teacher_itself_and_positive_otherwise():
     assert len(same) == len(items) and max(abs(x) for x in same) < 1e-5
     diff = Dl.heldout_kl(other, teacher, items, pad)
     assert all(x > 1e-3 for x in diff)
+    # the teacher's log-probabilities made once give the same figures (the study reuses them for every model)
+    t_lp = Dl.teacher_logprobs(teacher, items, pad, batch_size=2)
+    again = Dl.heldout_kl(other, None, items, pad, batch_size=5, teacher_lp=t_lp)
+    assert np.allclose(again, diff, rtol=1e-5, atol=1e-6)
+    # by hand, for the first pair: the mean over its response positions of sum p (log p - log q)
+    b = D.pad_batch(items[:1], pad)
+    pos = (D.predict_mask(b["labels"]) & b["attn"]).bool()[0]
+    with torch.no_grad():
+        lp = torch.log_softmax(teacher(input_ids=b["ids"]).logits[0][pos].double(), -1)
+        lq = torch.log_softmax(other(input_ids=b["ids"]).logits[0][pos].double(), -1)
+    assert diff[0] == pytest.approx(float((lp.exp() * (lp - lq)).sum(-1).mean()), rel=1e-4)
+    with pytest.raises(ValueError, match="teacher_lp holds"):
+        Dl.heldout_kl(other, None, items, pad, teacher_lp=t_lp[:-1])
 
 
 def test_no_lead_is_no_room_even_without_noise():

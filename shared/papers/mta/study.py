@@ -147,7 +147,8 @@ def run(params: dict, progress: bool = True) -> dict:
     evals = {"teacher": Dl.evaluate(teacher, tok, pairs["heldout"], held_items, cache_key={"who": "teacher"}, **ev),
              "start": Dl.evaluate(student, tok, pairs["heldout"], held_items, cache_key={"who": "start"}, **ev)}
     # distillation's own measure beside ROUGE-L: KL(teacher ‖ student) per held-out pair (nats/token)
-    kl = {"start": Dl.heldout_kl(student, teacher, held_items, pad)}
+    t_lp = Dl.teacher_logprobs(teacher, held_items, pad)  # once: each model's KL then runs only the student
+    kl = {"start": Dl.heldout_kl(student, teacher, held_items, pad, teacher_lp=t_lp)}
     runs, logs = {}, {}
     plan = conditions(params)
     for base, name, cond, seeds in plan:
@@ -159,7 +160,7 @@ def run(params: dict, progress: bool = True) -> dict:
             res = Dl.distill(setup, cond, cfg, name=f"{base}-{name.replace(' ', '_').replace('+', '')}-s{seed}",
                              progress=progress)
             runs[k] = Dl.evaluate(res.model, tok, pairs["heldout"], held_items, cache_key={"who": k}, **ev)
-            kl[k] = Dl.heldout_kl(res.model, teacher, held_items, pad)
+            kl[k] = Dl.heldout_kl(res.model, teacher, held_items, pad, teacher_lp=t_lp)
             h = res.log["history"]
             logs[k] = {"seconds": res.log["seconds"], "from_cache": res.from_cache, "loss": h["loss"],
                        "base": h["base"], "dsa": h["dsa"], "hid": h["hid"],
@@ -171,6 +172,7 @@ def run(params: dict, progress: bool = True) -> dict:
                            batch_size=params["batch_size"], rounds=params["timing_rounds"],
                            teacher=teacher, teacher_layers=t_layers)
     trl = trl_difference(teacher, student, setup.batch(list(range(min(4, len(train_items))))))
+    del t_lp
     return {"runs": runs, "logs": logs, "evals": evals, "kl": kl, "timing": timing, "trl_diff": trl,
             "recovery": m["recovery"], "teacher_id": m["teacher_id"], "student_id": m["student_id"],
             "key_layers": key, "teacher_layers": t_layers, "student_layer_map": (m["recovery"] or {}).get("layers"),
