@@ -265,12 +265,21 @@ def test_handlers_are_restored_after_main():
     assert {s: signal.getsignal(s) for s in before} == before
 
 
+def _default_signals():
+    """In the child: the signals at their defaults. A job started in the background by a non-interactive
+    shell (or under nohup) inherits SIGINT (SIGHUP) ignored, and acl26 rightly leaves an ignored signal
+    alone, so the tests below would send signals into the void."""
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 @pytest.mark.parametrize("delay", [0.1, 0.25, 0.5, 1.0])
 def test_a_signal_during_import_or_work_is_one_line(sig, delay):
     """``acl26 list`` imports every chapter (torch, numba, transformers: over a second here): a signal
     at any point of that ends in one line and status 130 (or the command finishes first)."""
-    proc = subprocess.Popen([ACL26, "list"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([ACL26, "list"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_signals)
     time.sleep(delay)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
@@ -291,7 +300,8 @@ def test_a_second_signal_forces_the_stop(tmp_path):
             "def build():\n    parser = p()\n"
             "    parser._subparsers._group_actions[0].choices['list'].set_defaults(func=hang)\n    return parser\n"
             "cli.build_parser = build\nsys.exit(cli.main(['list']))\n")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_signals)
     time.sleep(3)
     proc.send_signal(signal.SIGINT)
     assert proc.stdout.readline().strip() == "cleaning"
