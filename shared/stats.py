@@ -152,6 +152,17 @@ def two_level_bootstrap(per_seed: Sequence[tuple[Sequence[float], Sequence[float
                     f"two-level bootstrap: seeds, then {unit} within each", s)
 
 
+def over_half_width(lead: Interval, half_width: float) -> tuple[float, Interval | None]:
+    """``lead`` in units of ``half_width`` (a control's "the effect exceeds the noise"): ``(value, interval)``.
+    With no noise at all (``half_width`` 0) any lead that excludes 0 is infinitely large and none is 0,
+    with no interval."""
+    h = checks.number("half_width", half_width, 0)
+    if h == 0:
+        return (math.inf if lead.lo > 0 else 0.0), None
+    iv = Interval(lead.estimate / h, lead.lo / h, lead.hi / h, lead.level, f"{lead.method}, over the half-width", lead.n)
+    return iv.estimate, iv
+
+
 def noisy(per_seed: Sequence[float] | None = None, paired: tuple | None = None, point: float | None = None, *,
           statistic: str | Callable = "mean_diff", n_resamples: int = 4999, unit: str = "blocks",
           level: float = 0.95, nested: Sequence[tuple] | None = None) -> tuple[float | None, Interval | None, str]:

@@ -30,12 +30,23 @@ def _gap_over_half_width(ledger: C.Ledger, cid: str, gap: stats.Interval, match:
     h = (match.hi - match.lo) / 2
     shown = (f"Thinking − Instruct {what} {gap.estimate:+.3f} [{gap.lo:+.3f}, {gap.hi:+.3f}] against the "
              f"half-width ±{h:.3f}")
-    if h > 0:
-        scaled = stats.Interval(gap.estimate / h, gap.lo / h, gap.hi / h, gap.level, f"{gap.method}, over the half-width",
-                                gap.n)
-        ledger.record(cid, scaled.estimate, interval=scaled, shown=f"{scaled.estimate:.2f}×: " + shown)
-    else:
-        ledger.record(cid, float("inf") if gap.lo > 0 else 0.0, shown=shown)
+    value, scaled = stats.over_half_width(gap, h)
+    ledger.record(cid, value, interval=scaled, shown=(f"{value:.2f}×: " if scaled is not None else "") + shown)
+
+
+def _best_vs_thinking(ledger: C.Ledger, suffix: str, recs: dict, best: float, diff, nr: int, unit: str) -> None:
+    """Record ``matches_thinking{suffix}`` (Mean@k at ``best`` − Thinking's) and ``fewer_tokens{suffix}`` (their
+    mean tokens' ratio) from ``recs`` ({λ: record}), both paired over the ``unit`` (problems, questions)."""
+    pb, pt = per_problem(recs[best]), per_problem(recs[1.0])
+    sb, st = summary(recs[best]), summary(recs[1.0])
+    iv = diff(pb["mean@k"], pt["mean@k"])
+    ledger.record(f"matches_thinking{suffix}", iv.estimate, interval=iv,
+                  shown=f"{iv.estimate:+.3f} (Mean@k {sb['mean@k']:.3f} at λ {best:g} vs {st['mean@k']:.3f})",
+                  note=f"paired over {'GSM8K ' if unit == 'questions' else ''}{unit}")
+    iv = stats.paired_bootstrap(pb["tokens"], pt["tokens"], "ratio_of_means", n_resamples=nr, unit=unit)
+    ledger.record(f"fewer_tokens{suffix}", iv.estimate, interval=iv,
+                  shown=f"{iv.estimate:.3f}× ({sb['tokens']:.1f} vs {st['tokens']:.1f})",
+                  note=f"mean tokens per {unit[:-1]}, paired")
 
 
 def _cut_off(ledger: C.Ledger, cid: str, recs: dict, nr: int, note: str, seed: int = 0) -> None:
@@ -154,15 +165,7 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
             ledger.untested("length_grows", "the band ends at λ = 1: nothing lies past it")
     # the best λ against Thinking and the baselines (power problems)
     if best in pd_ and 1.0 in pd_:
-        iv = diff(pd_[best]["mean@k"], pd_[1.0]["mean@k"])
-        ledger.record("matches_thinking", iv.estimate, interval=iv,
-                      shown=f"{iv.estimate:+.3f} (Mean@k {summary(dec[best])['mean@k']:.3f} at λ {best:g} vs "
-                            f"{summary(dec[1.0])['mean@k']:.3f})", note="paired over problems")
-        iv = stats.paired_bootstrap(pd_[best]["tokens"], pd_[1.0]["tokens"], "ratio_of_means", n_resamples=nr,
-                                    unit="problems")
-        ledger.record("fewer_tokens", iv.estimate, interval=iv,
-                      shown=f"{iv.estimate:.3f}× ({summary(dec[best])['tokens']:.1f} vs {summary(dec[1.0])['tokens']:.1f})",
-                      note="mean tokens per problem, paired")
+        _best_vs_thinking(ledger, "", dec, best, diff, nr, "problems")
         if "TA" in var and "TIES" in var:
             ivs = {m: diff(pd_[best]["mean@k"], per_problem(var[m])["mean@k"]) for m in ("TA", "TIES")}
             test = next(c for c in CLAIMS if c.id == "beats_merging").test
@@ -180,15 +183,7 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
             ledger.untested(cid, f"best_lambda {best:g} or λ = 1 was not run on the power problems")
     # GSM8K, the second benchmark
     if best in pg and 1.0 in pg:
-        iv = diff(pg[best]["mean@k"], pg[1.0]["mean@k"])
-        ledger.record("matches_thinking_gsm8k", iv.estimate, interval=iv,
-                      shown=f"{iv.estimate:+.3f} (Mean@k {summary(gsm[best])['mean@k']:.3f} at λ {best:g} vs "
-                            f"{summary(gsm[1.0])['mean@k']:.3f})", note="paired over GSM8K questions")
-        iv = stats.paired_bootstrap(pg[best]["tokens"], pg[1.0]["tokens"], "ratio_of_means", n_resamples=nr,
-                                    unit="questions")
-        ledger.record("fewer_tokens_gsm8k", iv.estimate, interval=iv,
-                      shown=f"{iv.estimate:.3f}× ({summary(gsm[best])['tokens']:.1f} vs {summary(gsm[1.0])['tokens']:.1f})",
-                      note="mean tokens per question, paired")
+        _best_vs_thinking(ledger, "_gsm8k", gsm, best, diff, nr, "questions")
     else:
         for cid in ("matches_thinking_gsm8k", "fewer_tokens_gsm8k"):
             ledger.untested(cid, "GSM8K was not run at best_lambda and λ = 1 (gsm8k_split = 'none')")

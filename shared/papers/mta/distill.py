@@ -368,25 +368,30 @@ def response_nll(model, items: Sequence[D.Encoded], pad_id: int, batch_size: int
     return out
 
 
+def _at_reference(model, items: Sequence[D.Encoded], pad_id: int, batch_size: int):
+    """Per item, in order, ``model``'s float32 logits at every position that predicts a token of the reference
+    (or its EOS): ``[n_positions, vocab]``, teacher-forced (the model in eval mode meanwhile)."""
+    checks.integer("batch_size", batch_size, 1)
+    was = model.training
+    model.eval()
+    try:
+        dev = next(model.parameters()).device
+        for lo in range(0, len(items), batch_size):
+            b = {k: v.to(dev) for k, v in D.pad_batch(items[lo:lo + batch_size], pad_id).items()}
+            pos = (D.predict_mask(b["labels"]) & b["attn"]).bool()
+            logits = model(input_ids=b["ids"], attention_mask=b["attn"].long()).logits.float()
+            for i in range(logits.shape[0]):
+                yield logits[i][pos[i]]
+    finally:
+        model.train(was)
+
+
 @torch.no_grad()
 def teacher_logprobs(teacher, items: Sequence[D.Encoded], pad_id: int, batch_size: int = 16) -> list[torch.Tensor]:
     """Per held-out pair, the teacher's log-probabilities (float32, full vocabulary) at every position that
     predicts a token of the reference (or its EOS): ``[n_positions, vocab]``. Made once, so that
     :func:`heldout_kl` runs only the student for each model it scores."""
-    checks.integer("batch_size", batch_size, 1)
-    out: list[torch.Tensor] = []
-    was = teacher.training
-    teacher.eval()
-    try:
-        dev = next(teacher.parameters()).device
-        for lo in range(0, len(items), batch_size):
-            b = {k: v.to(dev) for k, v in D.pad_batch(items[lo:lo + batch_size], pad_id).items()}
-            pos = (D.predict_mask(b["labels"]) & b["attn"]).bool()
-            lp = torch.log_softmax(teacher(input_ids=b["ids"], attention_mask=b["attn"].long()).logits.float(), -1)
-            out += [lp[i][pos[i]].cpu() for i in range(lp.shape[0])]
-    finally:
-        teacher.train(was)
-    return out
+    return [torch.log_softmax(x, -1).cpu() for x in _at_reference(teacher, items, pad_id, batch_size)]
 
 
 @torch.no_grad()
@@ -399,31 +404,19 @@ def heldout_kl(student, teacher, items: Sequence[D.Encoded], pad_id: int, batch_
     ``teacher_lp``: :func:`teacher_logprobs` of the same items (else made here; ``teacher`` is then not
     run). Where the two output layers differ in size (one padded), both are cut to the shared ids and
     renormalised first."""
-    checks.integer("batch_size", batch_size, 1)
     if teacher_lp is None:
         teacher_lp = teacher_logprobs(teacher, items, pad_id, batch_size)
     if len(teacher_lp) != len(items):
         raise ValueError(f"teacher_lp holds {len(teacher_lp)} pairs, not the {len(items)} items")
     out: list[float] = []
-    was = student.training
-    student.eval()
-    try:
-        dev = next(student.parameters()).device
-        for lo in range(0, len(items), batch_size):
-            b = {k: v.to(dev) for k, v in D.pad_batch(items[lo:lo + batch_size], pad_id).items()}
-            pos = (D.predict_mask(b["labels"]) & b["attn"]).bool()
-            logits = student(input_ids=b["ids"], attention_mask=b["attn"].long()).logits.float()
-            for i in range(logits.shape[0]):
-                t = teacher_lp[lo + i].to(dev)
-                s = logits[i][pos[i]]
-                if s.shape[0] != t.shape[0]:
-                    raise ValueError(f"teacher_lp[{lo + i}] has {t.shape[0]} positions, the item {s.shape[0]}")
-                v = min(s.shape[-1], t.shape[-1])
-                s = torch.log_softmax(s[:, :v], -1)
-                t = t[:, :v] - torch.logsumexp(t[:, :v], -1, keepdim=True) if v < t.shape[-1] else t
-                out.append(float(L.forward_kl(s, t)))
-    finally:
-        student.train(was)
+    for i, s in enumerate(_at_reference(student, items, pad_id, batch_size)):
+        t = teacher_lp[i].to(s.device)
+        if s.shape[0] != t.shape[0]:
+            raise ValueError(f"teacher_lp[{i}] has {t.shape[0]} positions, the item {s.shape[0]}")
+        v = min(s.shape[-1], t.shape[-1])
+        s = torch.log_softmax(s[:, :v], -1)
+        t = t[:, :v] - torch.logsumexp(t[:, :v], -1, keepdim=True) if v < t.shape[-1] else t
+        out.append(float(L.forward_kl(s, t)))
     return out
 
 

@@ -4,7 +4,6 @@ main comparison, over held-out pairs (paired bootstrap) for the ablations; and t
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
@@ -42,13 +41,13 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
         h = max(widths) if widths else None
         if h is None:
             ledger.untested(cid, "no main comparison over two or more seeds, so no interval half-width")
-        elif h == 0:  # no noise at all: any lead is room enough, none is none
-            ledger.record(cid, math.inf if lead.lo > 0 else 0.0, shown=f"{what} {lead.estimate:+.3g}, half-width 0")
+            return
+        value, scaled = stats.over_half_width(lead, h)  # no noise at all: any lead is room enough, none is none
+        if scaled is None:
+            ledger.record(cid, value, shown=f"{what} {lead.estimate:+.3g}, half-width 0")
         else:
-            scaled = stats.Interval(lead.estimate / h, lead.lo / h, lead.hi / h, lead.level,
-                                    f"{lead.method}, over the half-width", lead.n)
-            ledger.record(cid, scaled.estimate, interval=scaled,
-                          shown=f"{scaled.estimate:.2f}× ({what} {lead.estimate:+.3g} [{lead.lo:+.3g}, {lead.hi:+.3g}]; "
+            ledger.record(cid, value, interval=scaled,
+                          shown=f"{value:.2f}× ({what} {lead.estimate:+.3g} [{lead.lo:+.3g}, {lead.hi:+.3g}]; "
                                 f"widest half-width of the comparison ±{h:.3g})")
 
     rouge_ivs = {b: main(b, lambda k: runs[k]["rouge"]) for b in results["base_losses"]}
