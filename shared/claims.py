@@ -29,6 +29,15 @@ setup could not have shown the effect, the second that it could have and the dat
 A row decided on an interval also shows the interval's half-width beside the *margin*: the distance
 from the estimate to the nearest boundary of its test (``at_least(x)``: ``x``; ``within(x, r)``:
 ``x ± r|x|``). An interval wider than its margin cannot decide the claim.
+
+A claim can also name the *resolution* it needs (``Claim.needs``, a rule in words fixed before any run,
+e.g. "the paper's gap, scaled to our level"): the size of effect its test must be able to tell from
+none. The verdicts code turns the rule into a number and passes it to :meth:`Ledger.record`
+(``needs=``); where the interval's half-width exceeds it, the setup could not have shown an effect of
+that size, and the verdict is **not testable here**, with both figures as the reason. This is the
+precision control every such claim carries, decided on the interval's width alone (never on where the
+estimate lies). A half-width equal to the effect is the least that can do: a true effect of exactly
+that size would be decided about half the time.
 """
 
 from __future__ import annotations
@@ -130,6 +139,10 @@ class Claim:
     #: decide: e.g. FAILS for a speed-up of the MoE layers alone (an upper bound of the whole model's)
     #: tested with ``at_least``; the other verdict is then recorded as inconclusive, with the reason
     one_sided: str | None = None
+    #: the resolution the test needs, as a rule in words fixed before any run (see the module
+    #: docstring): where it is set, a verdict on an interval must be recorded with ``needs=`` (the rule's
+    #: number for this run), and an interval whose half-width exceeds it reads "not testable here"
+    needs: str = ""
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -138,6 +151,8 @@ class Claim:
             raise ValueError(f"claim {self.id!r}: controls must be a tuple of ids, got the string {self.controls!r}")
         if self.controls and self.kind == "control":
             raise ValueError(f"claim {self.id!r}: a control names no controls of its own")
+        if not isinstance(self.needs, str):
+            raise ValueError(f"claim {self.id!r}: needs must be a rule in words (a string), got {self.needs!r}")
         if self.one_sided not in (None, HOLDS, FAILS):
             raise ValueError(f"claim {self.id!r}: one_sided must be {HOLDS!r} or {FAILS!r}, got {self.one_sided!r}")
 
@@ -152,6 +167,8 @@ class Entry:
     interval: Any = None  # an acl26.stats.Interval, for a claim decided on one
     #: the claim's own verdict before its controls were applied (equal to ``holds`` unless not testable)
     measured: str = UNTESTED
+    #: the resolution the test needs in this run (``Claim.needs`` as a number), or None
+    needs: float | None = None
 
     @property
     def recorded(self) -> bool:
@@ -167,6 +184,20 @@ class Entry:
     def margin(self) -> float | None:
         estimate = self.interval.estimate if self.interval is not None else self.ours
         return self.claim.test.margin(estimate)
+
+    @property
+    def too_coarse(self) -> bool:
+        """The interval is wider than the resolution the claim's test needs (``Entry.needs``): the verdict is
+        then not testable here, whatever the estimate."""
+        return self.needs is not None and self.half_width is not None and self.half_width > self.needs
+
+    def power_up(self) -> float | None:
+        """About how many times the samples (evaluation units or seeds) the interval would need to shrink to the
+        resolution its test needs: (half-width / needs)², since a half-width falls as 1/√n; None where no
+        resolution is set or none is missing."""
+        if not self.too_coarse:
+            return None
+        return math.inf if self.needs == 0 else (self.half_width / self.needs) ** 2
 
     @property
     def straddles(self) -> bool | None:
@@ -205,7 +236,7 @@ class Ledger:
         self.started = time.time()
 
     def record(self, claim_id: str, value: Any, shown: str | None = None, note: str = "",
-               interval=None) -> Entry:
+               interval=None, needs: float | None = None) -> Entry:
         """Record a measured value; the claim's test decides whether it holds.
 
         With ``interval`` (an :class:`acl26.stats.Interval` around ``value``) the verdict is the
@@ -213,6 +244,10 @@ class Ledger:
         controls needs them recorded first; unless every one holds, its verdict is
         :data:`NOT_TESTABLE`, with the failing control's figure in its note (its own measurement is
         still shown, and kept as ``Entry.measured``).
+
+        ``needs``: the resolution the test needs (``Claim.needs``'s rule as a number, ≥ 0), required
+        with an interval for a claim that sets ``Claim.needs`` and refused for one that does not. An
+        interval whose half-width exceeds it makes the verdict :data:`NOT_TESTABLE` too.
         """
         entry = self._entry(claim_id)
         controls = [self._entry(c) for c in entry.claim.controls]
@@ -220,6 +255,15 @@ class Ledger:
         if unrecorded:
             raise RuntimeError(f"{self.paper}: decide the control(s) {', '.join(unrecorded)} before the claim "
                                f"{claim_id!r}")
+        if needs is not None:
+            if not entry.claim.needs:
+                raise ValueError(f"{self.paper}: claim {claim_id!r} names no resolution rule (Claim.needs), so "
+                                 "needs= has no meaning for it")
+            needs = checks.number("needs", needs, 0.0)
+        elif entry.claim.needs and interval is not None:
+            raise ValueError(f"{self.paper}: claim {claim_id!r} is decided on an interval and needs a resolution "
+                             f"(needs=): {entry.claim.needs}")
+        entry.needs = needs if interval is not None else None
         entry.ours = value
         entry.shown = shown if shown is not None else _fmt(value)
         entry.interval = interval
@@ -242,23 +286,31 @@ class Ledger:
                             + (f" {c.interval.describe()}" if c.interval is not None else "") + f", {c.holds}"
                             for c in failed)
             entry.note = f"not testable here: {why}" + (f". {note}" if note else "")
+        if entry.too_coarse:
+            entry.holds = NOT_TESTABLE
+            why = (f"its interval's half-width ±{entry.half_width:.3g} exceeds the {entry.needs:.3g} the test must "
+                   f"resolve ({entry.claim.needs})")
+            entry.note = (f"not testable here: {why}" + (f". {note}" if note else "") if not failed else
+                          f"{entry.note.replace('not testable here: ', f'not testable here: {why}; ', 1)}")
         return entry
 
     def record_noisy(self, claim_id: str, *, per_seed: list[float] | None = None, paired: tuple | None = None,
                      point: float | None = None, statistic: str = "mean_diff", n_resamples: int = 4999,
                      unit: str = "blocks", shown: str | None = None, note: str = "",
-                     nested: list[tuple] | None = None) -> Entry:
+                     nested: list[tuple] | None = None, needs: float | None = None) -> Entry:
         """Decide a noisy claim by the one rule, :func:`acl26.stats.noisy`: a two-level bootstrap when
         per-unit values of two or more seeds are given (``nested``), else the t-interval over seeds when
         there are two or more, else a paired bootstrap over evaluation units, else a point; the note says
-        which (after ``note``). Untested when nothing was measured."""
+        which (after ``note``). Untested when nothing was measured. ``needs``: as :meth:`record`'s (for a point,
+        with no interval, it is not used)."""
         from acl26 import stats
 
         value, iv, how = stats.noisy(per_seed, paired, point, statistic=statistic, n_resamples=n_resamples, unit=unit,
                                      nested=nested)
         if value is None:
             return self.untested(claim_id, how)
-        return self.record(claim_id, value, shown=shown, interval=iv, note=f"{note}; {how}" if note else how)
+        return self.record(claim_id, value, shown=shown, interval=iv, note=f"{note}; {how}" if note else how,
+                           needs=needs if iv is not None else None)
 
     def untested(self, claim_id: str, reason: str, shown: str = "—") -> Entry:
         """Record that a claim cannot be tested here, and why."""
@@ -266,6 +318,7 @@ class Ledger:
             raise ValueError("untested() needs a reason")
         entry = self._entry(claim_id)
         entry.ours, entry.shown, entry.holds, entry.note = None, shown, UNTESTED, reason
+        entry.interval, entry.needs, entry.measured = None, None, UNTESTED
         return entry
 
     def _entry(self, claim_id: str) -> Entry:
@@ -281,7 +334,7 @@ class Ledger:
             "source": e.claim.source,
             "ours": e.shown or "—",
             "interval": e.interval.describe() if e.interval is not None else "—",
-            "half-width / margin": power(e.half_width, e.margin, e.straddles),
+            "half-width / margin": power(e.half_width, e.margin, e.straddles, e.needs),
             "test": e.claim.test.text,
             "holds?": e.holds,
             "note": e.note,
@@ -319,7 +372,7 @@ class Ledger:
             "profile": self.profile,
             "params": self.params,
             "claims": [{"id": cid, **row, "value": e.ours, "kind": e.claim.kind, "controls": list(e.claim.controls),
-                        "measured": e.measured, "half_width": e.half_width, "margin": e.margin,
+                        "measured": e.measured, "half_width": e.half_width, "margin": e.margin, "needs": e.needs,
                         "interval_values": e.interval.as_dict() if e.interval is not None else None}
                        for (cid, e), row in zip(self.entries.items(), self.rows())],
             "metrics": self.metrics,
@@ -331,14 +384,23 @@ class Ledger:
         return io.write_json(result_path(self.paper, self.profile), payload)
 
 
-def power(half_width: float | None, margin: float | None, straddles: bool | None = None) -> str:
+def power(half_width: float | None, margin: float | None, straddles: bool | None = None,
+          needs: float | None = None) -> str:
     """``±h / m``: an interval's half-width beside its test's margin ("—" where either is missing), flagged
     "too wide" when the interval cannot decide the test: it holds a boundary of the test (``straddles``),
-    or, where that is not given, its half-width exceeds the margin."""
+    or, where that is not given, its half-width exceeds the margin.
+
+    With ``needs`` (the resolution the claim's test needs) the row adds "needs ±n" and is flagged "too
+    wide" only where the half-width exceeds it: an interval narrow enough to resolve the effect, that
+    still holds a boundary, is an honest "inconclusive" (the effect is smaller than the one resolved)."""
     if half_width is None or margin is None:
         return "—"
     text = f"±{half_width:.3g} / {margin:.3g}"
-    wide = straddles if straddles is not None else half_width > margin
+    if needs is not None:
+        text += f"; needs ±{needs:.3g}"
+        wide = half_width > needs
+    else:
+        wide = straddles if straddles is not None else half_width > margin
     return text + " (too wide)" if wide else text
 
 

@@ -206,3 +206,57 @@ def test_a_one_sided_measurement_decides_only_one_way():
     assert e.holds == C.INCONCLUSIVE and e.measured == C.HOLDS and "only show that the claim does not hold" in e.note
     with pytest.raises(ValueError, match="one_sided"):
         C.Claim("x", "x", "", "", C.at_least(1), one_sided="maybe")
+
+
+RESOLVED = [
+    C.Claim("responds", "the subject responds", "", "", C.at_least(1.10), kind="control"),
+    C.Claim("gain", "the method gains", "+1.2", "Table 1", C.at_least(0.0), controls=("responds",),
+            needs="the paper's gain at our scale"),
+    C.Claim("plain", "no resolution rule", "", "", C.at_least(0.0)),
+]
+
+
+@pytest.mark.parametrize("iv,needs,expected", [
+    ((0.2, 0.6), 0.5, C.HOLDS),             # ±0.2 resolves 0.5: decided on its own
+    ((-0.1, 0.3), 0.5, C.INCONCLUSIVE),     # resolves it, and holds 0: an honest inconclusive
+    ((-0.4, 1.6), 0.5, C.NOT_TESTABLE),     # ±1.0 cannot tell 0.5 from none, though it holds 0
+    ((0.5, 2.5), 0.5, C.NOT_TESTABLE),      # and even where every point passes: the verdict could not have failed
+    ((-0.4, 0.6), 0.0, C.NOT_TESTABLE),     # a resolution of 0: any width is too wide
+])
+def test_an_interval_wider_than_its_resolution_is_not_testable(iv, needs, expected):
+    ledger = C.Ledger("demo", "book", RESOLVED)
+    ledger.record("responds", 1.3, interval=_iv(1.2, 1.4))
+    e = ledger.record("gain", sum(iv) / 2, interval=_iv(*iv), needs=needs)
+    assert e.holds == expected and e.needs == needs
+    assert e.too_coarse is (expected == C.NOT_TESTABLE)
+    row = {r["claim"]: r for r in ledger.rows()}["the method gains"]
+    assert f"needs ±{needs:.3g}" in row["half-width / margin"]
+    assert row["half-width / margin"].endswith("(too wide)") is e.too_coarse
+    if e.too_coarse:
+        assert "exceeds the" in e.note and "the paper's gain at our scale" in e.note
+        assert e.power_up() == (pytest.approx(((iv[1] - iv[0]) / 2 / needs) ** 2) if needs else float("inf"))
+    else:
+        assert e.power_up() is None
+
+
+def test_resolution_and_a_failing_control_both_give_their_reason():
+    ledger = C.Ledger("demo", "book", RESOLVED)
+    ledger.record("responds", 1.0, interval=_iv(0.9, 1.1))  # fails
+    e = ledger.record("gain", 0.6, interval=_iv(-0.4, 1.6), needs=0.5)
+    assert e.holds == C.NOT_TESTABLE and e.note.startswith("not testable here: its interval's half-width ±1")
+    assert "control responds" in e.note and e.measured == C.INCONCLUSIVE
+
+
+def test_the_resolution_is_required_where_the_claim_names_one_and_refused_elsewhere():
+    ledger = C.Ledger("demo", "book", RESOLVED)
+    ledger.record("responds", 1.3, interval=_iv(1.2, 1.4))
+    with pytest.raises(ValueError, match="needs a resolution"):
+        ledger.record("gain", 0.4, interval=_iv(0.2, 0.6))
+    with pytest.raises(ValueError, match="names no resolution rule"):
+        ledger.record("plain", 0.4, interval=_iv(0.2, 0.6), needs=0.5)
+    for bad in (-0.1, float("nan"), "0.5", True):
+        with pytest.raises(ValueError, match="needs"):
+            ledger.record("gain", 0.4, interval=_iv(0.2, 0.6), needs=bad)
+    assert ledger.record("gain", 0.4).holds == C.HOLDS  # a point: nothing to resolve
+    with pytest.raises(ValueError, match="rule in words"):
+        C.Claim("x", "x", "", "", C.at_least(0), needs=0.5)

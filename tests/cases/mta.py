@@ -62,6 +62,21 @@ def set_mean(r: dict, name: str, mean: float, seeds=None) -> None:
             r["runs"][k] = {**rec(mean, int(s), noise=0.5, salt=99), "nll": r["runs"][k]["nll"]}
 
 
+def noisy_ablations(r: dict, noise: float) -> None:
+    """Redraw every ablation run (and the full MTA's seeds they compare with) with per-pair noise ``noise``."""
+    for k in list(r["runs"]):
+        base, cond, s = k.split("|")
+        if base == r["ablation_base"] and int(s) in r["ablation_seeds"] and cond != "base":
+            salt = zlib.crc32(k.encode()) % 1000
+            r["runs"][k] = {**rec(GOOD[cond], int(s), noise=noise, salt=salt), "nll": r["runs"][k]["nll"]}
+
+
+def noisy_kl(r: dict, base: str, spread: float) -> None:
+    """Spread the base loss ``base``'s MTA runs' KL across seeds: ahead by ``spread`` on one, behind on another."""
+    for i, s in enumerate(r["seeds"]):
+        r["kl"][f"{base}|MTA|{s}"] = _kl(0.40 + spread * (-1) ** i, s, 66)
+
+
 good = synthetic
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from acl26 import claims as C
 from acl26 import stats
-from acl26.papers.model_interpolation.spec import CLAIMS
+from acl26.papers.model_interpolation.spec import CLAIMS, MATCH_MARGIN, ROBUST_TOL
 from acl26.papers.model_interpolation.study import (NEVER, UNION_LAYERS, UNION_MODULES, band_width, mean_interval,
                                                    per_problem, summary)
 
@@ -42,7 +42,7 @@ def _best_vs_thinking(ledger: C.Ledger, suffix: str, recs: dict, best: float, di
     iv = diff(pb["mean@k"], pt["mean@k"])
     ledger.record(f"matches_thinking{suffix}", iv.estimate, interval=iv,
                   shown=f"{iv.estimate:+.3f} (Mean@k {sb['mean@k']:.3f} at λ {best:g} vs {st['mean@k']:.3f})",
-                  note=f"paired over {'GSM8K ' if unit == 'questions' else ''}{unit}")
+                  note=f"paired over {'GSM8K ' if unit == 'questions' else ''}{unit}", needs=MATCH_MARGIN)
     iv = stats.paired_bootstrap(pb["tokens"], pt["tokens"], "ratio_of_means", n_resamples=nr, unit=unit)
     ledger.record(f"fewer_tokens{suffix}", iv.estimate, interval=iv,
                   shown=f"{iv.estimate:.3f}× ({sb['tokens']:.1f} vs {st['tokens']:.1f})",
@@ -215,7 +215,7 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
         ledger.record("decoding_robust", iv.estimate, interval=iv,
                       shown=f"{iv.estimate:.3f} (" + ", ".join(f"{g.split(', ', 1)[1]}: {summary(var[g])['mean@k']:.3f}"
                                                             for g in grid) + ")",
-                      note=f"at {grid[0].split(',')[0]}")
+                      note=f"at {grid[0].split(',')[0]}", needs=ROBUST_TOL)
     else:
         ledger.untested("decoding_robust", "no band (or a grid of one setting): the decoding grid did not run")
     # checks

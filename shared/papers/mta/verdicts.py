@@ -10,7 +10,7 @@ import numpy as np
 from acl26 import claims as C
 from acl26 import stats
 from acl26.papers.mta import losses as L
-from acl26.papers.mta.spec import CLAIMS
+from acl26.papers.mta.spec import CLAIMS, ablation_needs, paper_rel_gain
 from acl26.papers.mta.study import _avg, ablation_frame, run_key
 
 
@@ -72,7 +72,7 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
         m = [float(np.mean(runs[run_key(base, "MTA", s)]["rouge"])) for s in seeds]
         d = np.subtract(m, b)
         ledger.record_noisy(f"improves_{base}", nested=nested(base, lambda k: runs[k]["rouge"]), point=float(np.mean(d)),
-                            n_resamples=nr, unit="held-out pairs",
+                            n_resamples=nr, unit="held-out pairs", needs=paper_rel_gain(base) * float(np.mean(b)),
                             shown=f"{np.mean(d):+.2f} (ROUGE-L {np.mean(b):.2f} → {np.mean(m):.2f}; MTA better on "
                                   f"{sum(x > y for x, y in zip(m, b))} of {len(seeds)} seeds)",
                             note="per held-out pair, same batches per seed")
@@ -82,7 +82,7 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
         kb = [float(np.mean(kl[run_key(base, "base", s)])) for s in seeds]
         km = [float(np.mean(kl[run_key(base, "MTA", s)])) for s in seeds]
         ledger.record_noisy(f"closer_{base}", nested=nested(base, lambda k: kl[k]), point=float(np.mean(km) - np.mean(kb)),
-                            n_resamples=nr, unit="held-out pairs",
+                            n_resamples=nr, unit="held-out pairs", needs=paper_rel_gain(base) * float(np.mean(kb)),
                             shown=f"{np.mean(km) - np.mean(kb):+.4f} nats/token (KL {np.mean(kb):.4f} → {np.mean(km):.4f}; "
                                   f"start {np.mean(kl['start']):.4f}; MTA closer on "
                                   f"{sum(x < y for x, y in zip(km, kb))} of {len(seeds)} seeds)",
@@ -95,17 +95,21 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
                                       n_resamples=nr, unit="held-out pairs")
 
     where = f"{L.BASE_NAMES[ab]} base, per-pair ROUGE-L averaged over {len(results['ablation_seeds'])} seed(s)"
+    full = float(np.mean(_avg(results, ab, "MTA", "rouge")))  # our full MTA's ROUGE-L: the scale of what each must resolve
     iv = diff("+DSA only", "+Hid only")
-    ledger.record("dsa_over_hid", iv.estimate, interval=iv, shown=f"{iv.estimate:+.2f}", note=where)
+    ledger.record("dsa_over_hid", iv.estimate, interval=iv, shown=f"{iv.estimate:+.2f}", note=where,
+                  needs=ablation_needs("dsa_over_hid", full))
     ivs = {n: diff("MTA", n) for n in ("word units only", "phrase units only")}
     test = next(c for c in CLAIMS if c.id == "word_and_phrase").test
     rank = {C.FAILS: 0, C.INCONCLUSIVE: 1, C.HOLDS: 2}
     pick = min(ivs, key=lambda n: (rank[test.decide(ivs[n])], ivs[n].lo))
     ledger.record("word_and_phrase", ivs[pick].estimate, interval=ivs[pick],
                   shown="; ".join(f"vs {n} {v.estimate:+.2f} [{v.lo:+.2f}, {v.hi:+.2f}]" for n, v in ivs.items()),
-                  note=f"decided on the least favourable comparison ({pick}): it must hold against both; {where}")
+                  note=f"decided on the least favourable comparison ({pick}): it must hold against both; {where}",
+                  needs=ablation_needs("word_and_phrase", full))
     iv = diff("MTA", "no importance weights")
-    ledger.record("importance_helps", iv.estimate, interval=iv, shown=f"{iv.estimate:+.2f}", note=where)
+    ledger.record("importance_helps", iv.estimate, interval=iv, shown=f"{iv.estimate:+.2f}", note=where,
+                  needs=ablation_needs("importance_helps", full))
     t = results["timing"]
     ratios = np.asarray(t["MTA"]) / np.asarray(t["base"])
     iv = stats.repeat_range(ratios)
@@ -127,6 +131,16 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
     ledger.record("trl_agrees", float(results["trl_diff"]), shown=f"{results['trl_diff']:.2g}")
 
 
+def _coarse(e: C.Entry, params: dict, seeds: int) -> str:
+    """Why a claim is not testable here for want of resolution (Markdown), or '' where its interval resolves."""
+    if not e.too_coarse:
+        return ""
+    return (f" Its interval's half-width, ±{e.half_width:.3g}, exceeds the {e.needs:.3g} it must resolve "
+            f"({e.claim.needs}), so this setup could not have shown an effect of the paper's size. Reaching it would "
+            f"take about {e.power_up():.1f}× the samples this run had ({params['eval_pairs']} held-out pairs, {seeds} "
+            "seeds).")
+
+
 def reading(ledger: C.Ledger, results: dict, params: dict) -> str:
     """The notebook's "Reading the verdicts": each paper claim that does not hold, or cannot be decided,
     with its likely reason, from this run's figures (Markdown). Text that depends on a verdict is made
@@ -134,44 +148,55 @@ def reading(ledger: C.Ledger, results: dict, params: dict) -> str:
     v = ledger.entries
     abl_d = ablation_frame(results)
     notes = []
+    n = len(results["seeds"])
     for base in results["base_losses"]:
         e = v[f"improves_{base}"]
         if e.holds != C.HOLDS:
             notes.append(f"- **MTA improves {L.BASE_NAMES[base]}: {e.holds}.** Over {len(results['seeds'])} seeds the "
                          f"difference is {e.shown}. Each run has {params['steps']} steps, so the students stay close to "
-                         "where they started, and a gain of the paper's size is of the order of the spread between seeds.")
+                         "where they started, and a gain of the paper's size is of the order of the spread between seeds."
+                         + _coarse(e, params, n))
     for base in results["base_losses"]:
         e = v[f"closer_{base}"]
         if e.holds != C.HOLDS and e.holds != C.UNTESTED:
             notes.append(f"- **MTA brings the {L.BASE_NAMES[base]} student closer to the teacher (held-out KL): "
-                         f"{e.holds}** ({e.shown}). The MTA terms pull the student's hidden states toward the "
+                         f"{e.holds}** ({e.shown})." + (_coarse(e, params, n) or
+                         " The MTA terms pull the student's hidden states toward the "
                          "teacher's, which need not lower the output KL within a short run: the base loss alone already "
-                         "targets it.")
+                         "targets it."))
+    n = len(results["ablation_seeds"])
     e = v["dsa_over_hid"]
     if e.holds != C.HOLDS:
-        notes.append(f"- **DSA contributes more than Hid: {e.holds}.** Here +DSA only reaches ROUGE-L "
-                     f"{abl_d.loc['+DSA only', 'ROUGE-L']:.2f} and perplexity {abl_d.loc['+DSA only', 'perplexity']:.0f}, "
-                     f"against +Hid only's {abl_d.loc['+Hid only', 'ROUGE-L']:.2f} and "
-                     f"{abl_d.loc['+Hid only', 'perplexity']:.0f} (the base: {abl_d.loc['base', 'ROUGE-L']:.2f} and "
-                     f"{abl_d.loc['base', 'perplexity']:.0f}). A likely reason is how our student is made: its layers are "
-                     "copies of the teacher's, so its states start in the teacher's basis. Hid, whose projection starts at "
-                     "the identity, then gives every content token a direct target. DSA only asks the units' relative "
-                     "geometry to match, which copied layers already share in part. The paper's students are separately "
-                     "pretrained models, whose states live in another basis.")
+        figures = (f"Here +DSA only reaches ROUGE-L {abl_d.loc['+DSA only', 'ROUGE-L']:.2f} and perplexity "
+                   f"{abl_d.loc['+DSA only', 'perplexity']:.0f}, against +Hid only's "
+                   f"{abl_d.loc['+Hid only', 'ROUGE-L']:.2f} and {abl_d.loc['+Hid only', 'perplexity']:.0f} (the base: "
+                   f"{abl_d.loc['base', 'ROUGE-L']:.2f} and {abl_d.loc['base', 'perplexity']:.0f}).")
+        if e.too_coarse:
+            notes.append(f"- **DSA contributes more than Hid: {e.holds}** ({e.shown}). {figures}" + _coarse(e, params, n))
+        else:
+            notes.append(f"- **DSA contributes more than Hid: {e.holds}.** {figures} A likely reason is how our student "
+                         "is made: its layers are copies of the teacher's, so its states start in the teacher's basis. "
+                         "Hid, whose projection starts at the identity, then gives every content token a direct target. "
+                         "DSA only asks the units' relative geometry to match, which copied layers already share in "
+                         "part. The paper's students are separately pretrained models, whose states live in another "
+                         "basis.")
     e = v["word_and_phrase"]
     if e.holds != C.HOLDS:
         hid_leads = abl_d.loc["+Hid only", "ROUGE-L"] >= abl_d.loc["+DSA only", "ROUGE-L"]
-        notes.append(f"- **Word and phrase units together beat either alone: {e.holds}** ({e.shown}). "
-                     + ("Hid, which uses no units, does at least as well alone as DSA does here, so changing DSA's units "
-                        "moves the result little." if hid_leads else
-                        "The difference the unit choice makes is smaller than the interval over held-out pairs at this "
-                        "length."))
+        notes.append(f"- **Word and phrase units together beat either alone: {e.holds}** ({e.shown})."
+                     + (_coarse(e, params, n) or
+                        (" Hid, which uses no units, does at least as well alone as DSA does here, so changing DSA's "
+                         "units moves the result little." if hid_leads else
+                         " The difference the unit choice makes is smaller than the interval over held-out pairs at "
+                         "this length.")))
     e = v["importance_helps"]
     if e.holds != C.HOLDS:
         interval = f", interval {e.interval.describe()}" if e.interval is not None else ""
-        notes.append(f"- **Importance weights help: {e.holds}** (full − no weights {e.shown}{interval}). "
-                     f"Each ablation runs on {len(results['ablation_seeds'])} seeds only, and an effect of this size lies "
-                     "within its interval over held-out pairs.")
+        notes.append(f"- **Importance weights help: {e.holds}** (full − no weights {e.shown}{interval})."
+                     + (_coarse(e, params, n) or
+                        (f" The interval resolves the paper's gap at our scale ({e.needs:.3g}) but holds 0: the effect "
+                         "here is smaller than the paper's, or absent." if e.needs is not None and e.holds == C.INCONCLUSIVE
+                         else f" Each ablation runs on {len(results['ablation_seeds'])} seeds only.")))
     e = v["overhead"]
     if e.holds != C.HOLDS:
         notes.append(f"- **Overhead: {e.holds}** ({e.shown}).")
