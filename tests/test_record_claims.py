@@ -348,3 +348,16 @@ def test_lopt_baselines_are_decided_at_the_defaults_and_the_paper_rule_leads():
     assert got["naive_lossy"] == got["ids_lossy"] == got["delim_lossy"] == C.UNTESTED
     kinds = [(c.id, c.kind) for c in registry.get("lopt").claims]
     assert kinds[0] == ("paper_rule_default", "claim") and ("exact", "check") in kinds
+
+
+@pytest.mark.parametrize("cid,key", [("k_base_1", "k_base"), ("calib_robust", "nll_alt")])
+def test_alloc_moe_barely_claims_are_not_testable_where_their_interval_exceeds_the_tolerance(cid, key):
+    r = alloc_moe_cases.good()
+    g = r["grid"]
+    noise = np.random.default_rng(7).normal(0, 0.6, len(g["full_nll"]))  # per-block noise: a ratio ± several %
+    if key == "k_base":  # and K_base 1 a little worse than 2, so that the ratio compares two sweeps
+        g["k_base"][1] = g["k_base"][1] + 0.02 + noise - noise.mean()
+    else:
+        g["nll_alt"] = g["nll_alt"] + noise
+    e = _ledger("alloc_moe", r).entries[cid]
+    assert e.needs == 0.02 and e.too_coarse and e.holds == C.NOT_TESTABLE, (e.half_width, e.note)

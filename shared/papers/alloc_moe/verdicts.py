@@ -12,6 +12,7 @@ import numpy as np
 
 from acl26 import claims as C
 from acl26 import stats
+from acl26.papers.alloc_moe.spec import BARELY
 from acl26.papers.alloc_moe.study import LABELS, ppl
 
 #: the two scopes of the speed study's stacks: the claims are decided on the first
@@ -51,9 +52,9 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
     def per_seed_text(per: dict, fmt: str = "{:.4f}") -> str:
         return ", ".join(f"{s}: {fmt.format(v)}" for s, v in per.items())
 
-    def noisy_ratio(cid, a, b, shown, note="", per_seed=None):
+    def noisy_ratio(cid, a, b, shown, note="", per_seed=None, needs=None):
         return ledger.record_noisy(cid, per_seed=per_seed, paired=(a, b), statistic="ppl_ratio", n_resamples=nr,
-                                   shown=shown, note=note)
+                                   shown=shown, note=note, needs=needs)
 
     # ---- controls
     per = {s: ratio(r["top1"], r["full"]) for s, r in seeds.items()}
@@ -121,7 +122,7 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
         noisy_ratio("k_base_1", kb[1], kb[best],
                     shown=(f"{ratio(kb[1], kb[best]):.4f} (K_base 1: {ppl(kb[1]):.2f}, best K_base {best}: {ppl(kb[best]):.2f})"
                            if best != 1 else f"K_base = 1 is the best of {sorted(kb)} (ppl {ppl(kb[1]):.2f}): ratio 1"),
-                    note=f"Alloc-T at half budget, K_base swept over {sorted(kb)}")
+                    note=f"Alloc-T at half budget, K_base swept over {sorted(kb)}", needs=BARELY)
     else:
         ledger.untested("k_base_1", "the K_base sweep did not include 1 and another value")
     h = L // 2
@@ -138,7 +139,7 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
     noisy_ratio("calib_robust", g["nll_alt"], nll_of("alloc-l"),
                 shown=f"{ratio(g['nll_alt'], nll_of('alloc-l')):.4f} (allocation {g['alloc_alt']} from the second text "
                       f"vs {al})",
-                note="Alloc-L alone at half budget, profiled on each calibration text")
+                note="Alloc-L alone at half budget, profiled on each calibration text", needs=BARELY)
 
     # ---- speed: the MoE layers at the allocation Alloc-MoE chose, an upper bound on the whole model's speed-up
     sp = results.get("speed")
