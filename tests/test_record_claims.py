@@ -361,3 +361,16 @@ def test_alloc_moe_barely_claims_are_not_testable_where_their_interval_exceeds_t
         g["nll_alt"] = g["nll_alt"] + noise
     e = _ledger("alloc_moe", r).entries[cid]
     assert e.needs == 0.02 and e.too_coarse and e.holds == C.NOT_TESTABLE, (e.half_width, e.note)
+
+
+def test_mta_reading_of_a_resolved_but_open_ablation_says_which_sizes_the_interval_holds():
+    from acl26.papers.mta.verdicts import reading
+
+    r = mta_cases.synthetic()
+    mta_cases.set_mean(r, "no importance weights", mta_cases.GOOD["MTA"] + 0.3 * 0.5 - 0.2)  # full just ahead
+    ledger = _ledger("mta", r)
+    e = ledger.entries["importance_helps"]
+    assert e.holds == C.INCONCLUSIVE and not e.too_coarse, (e.interval, e.needs)
+    text = reading(ledger, r, {"steps": 48, "eval_pairs": 40})
+    line = next(x for x in text.splitlines() if "Importance weights help" in x)
+    assert ("lies below it" in line) == (e.interval.hi < e.needs) and "holds" in line

@@ -141,6 +141,16 @@ def _coarse(e: C.Entry, params: dict, seeds: int) -> str:
             "seeds).")
 
 
+def _resolved_but_open(e: C.Entry) -> str:
+    """An inconclusive verdict whose interval is narrow enough to resolve the paper's effect (Markdown)."""
+    lo, hi = e.interval.lo, e.interval.hi
+    if hi < e.needs:
+        return (f" The interval resolves the paper's gap at our scale ({e.needs:.3g}) and lies below it, up to "
+                f"{hi:.3g}, but holds 0: any effect here is smaller than the paper's, and may be absent.")
+    return (f" The interval is narrow enough to resolve the paper's gap at our scale ({e.needs:.3g}), yet it holds both "
+            f"0 and that gap ({lo:.3g} to {hi:.3g}): this run does not decide between them.")
+
+
 def reading(ledger: C.Ledger, results: dict, params: dict) -> str:
     """The notebook's "Reading the verdicts": each paper claim that does not hold, or cannot be decided,
     with its likely reason, from this run's figures (Markdown). Text that depends on a verdict is made
@@ -194,8 +204,7 @@ def reading(ledger: C.Ledger, results: dict, params: dict) -> str:
         interval = f", interval {e.interval.describe()}" if e.interval is not None else ""
         notes.append(f"- **Importance weights help: {e.holds}** (full − no weights {e.shown}{interval})."
                      + (_coarse(e, params, n) or
-                        (f" The interval resolves the paper's gap at our scale ({e.needs:.3g}) but holds 0: the effect "
-                         "here is smaller than the paper's, or absent." if e.needs is not None and e.holds == C.INCONCLUSIVE
+                        (_resolved_but_open(e) if e.needs is not None and e.holds == C.INCONCLUSIVE
                          else f" Each ablation runs on {len(results['ablation_seeds'])} seeds only.")))
     e = v["overhead"]
     if e.holds != C.HOLDS:
