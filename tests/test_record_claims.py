@@ -374,3 +374,13 @@ def test_mta_reading_of_a_resolved_but_open_ablation_says_which_sizes_the_interv
     text = reading(ledger, r, {"steps": 48, "eval_pairs": 40})
     line = next(x for x in text.splitlines() if "Importance weights help" in x)
     assert ("lies below it" in line) == (e.interval.hi < e.needs) and "holds" in line
+
+
+@pytest.mark.parametrize("chapter_id", sorted(all_cases()))
+def test_every_row_decided_on_an_interval_shows_its_margin(chapter_id):
+    good, _ = all_cases()[chapter_id]
+    ledger = _ledger(chapter_id, good())
+    for cid, e in ledger.entries.items():
+        if e.interval is not None:
+            assert e.claim.test.boundaries, f"{cid}: decided on an interval, but its test names no boundary"
+            assert e.margin is not None and "/" in C.power(e.half_width, e.margin), cid

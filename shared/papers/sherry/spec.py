@@ -117,13 +117,14 @@ CLAIMS = [
             f"{PAPER_SIZE_RATIO:.1%} (0.7B: {_PAPER_MB['sherry']:.2f} / {_PAPER_MB['i2']:.2f} MB)", "speed/size table",
             C.within(PAPER_SIZE_RATIO, SIZE_TOL), controls=("size_subject",)),
     C.Claim("speed_vs_tl2", "Sherry decodes faster than the 1.67-bit format (TL2)", "148.27 vs 116.83 tok/s (0.7B)",
-            "speed table, i7-14700HX", C.predicate("ours > 1.0×", lambda v: v > 1.0)),
+            "speed table, i7-14700HX", C.predicate("ours > 1.0×", lambda v: v > 1.0, boundaries=(1.0,))),
     C.Claim("speed_vs_i2", "Sherry decodes at least as fast as the 2-bit format (I2_S)", "148.27 vs 132.13 tok/s (0.7B)",
-            "speed table, i7-14700HX", C.predicate("ours ≥ 1.0×", lambda v: v >= 1.0)),
+            "speed table, i7-14700HX", C.predicate("ours ≥ 1.0×", lambda v: v >= 1.0, boundaries=(1.0,))),
     C.Claim("speed_vs_ggml", "Sherry's matrix-vector product is faster than llama.cpp's ternary kernels (TQ1_0, TQ2_0) "
             "at the same shape and thread count", "faster than the 2-bit and 1.67-bit kernels (148.27 vs 132.13 and "
             "116.83 tok/s, 0.7B)", "speed table; llama.cpp's TQ types are the public CPU peers",
-            C.predicate("ours: the faster TQ kernel's time / Sherry's > 1.0×", lambda v: v > 1.0)),
+            C.predicate("ours: the faster TQ kernel's time / Sherry's > 1.0×", lambda v: v > 1.0,
+                        boundaries=(1.0,))),
     C.Claim("ptq_collapses", "Ternarizing a pretrained model without training destroys it (the reason to train)",
             "motivates QAT", "§1-2", C.predicate("ppl ≥ 10× the full-precision model's", lambda v: v >= 10),
             kind="check"),
