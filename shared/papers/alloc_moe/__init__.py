@@ -1,5 +1,6 @@
 """Alloc-MoE: budget-aware expert activation allocation (ACL 2026, arXiv 2604.08133).
 
+:func:`moefy` (:mod:`.moefy`) splits a dense LLaMA-family model's MLPs into experts (MoEfication).
 :mod:`.routing` routes any transformers MoE (Qwen2/3-MoE, OLMoE, Mixtral, DeepSeek-V2) under a
 budget: per-layer top-k, top-p, NAEE-style skipping and Alloc-T (:func:`alloc_t_mask`), counting
 the activated pairs. Alloc-L's DP is :func:`acl26.kernels.dp_alloc.allocate`. :mod:`.speed` times
@@ -11,6 +12,7 @@ parameters and claims), :mod:`.study` (its experiments; ``study.run``) and :mod:
 from acl26 import zoo
 from acl26.chapter import Chapter
 from acl26.papers.alloc_moe import spec, study, verdicts
+from acl26.papers.alloc_moe.moefy import moefy
 from acl26.papers.alloc_moe.routing import (Counter, Policy, alloc_t, alloc_t_mask, budgeted, moe_blocks, native_k,
                                             skip, topk, topp)
 
@@ -29,5 +31,5 @@ CHAPTER = Chapter(
     kernels=("dp_alloc",),
 )
 
-__all__ = ["CHAPTER", "Counter", "Policy", "alloc_t", "alloc_t_mask", "budgeted", "moe_blocks", "native_k", "skip",
-           "topk", "topp"]
+__all__ = ["CHAPTER", "Counter", "Policy", "alloc_t", "alloc_t_mask", "budgeted", "moe_blocks", "moefy", "native_k",
+           "skip", "topk", "topp"]

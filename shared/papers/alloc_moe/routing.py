@@ -321,13 +321,15 @@ def _wrap(block, layer: int, policy: Policy, counter: Counter | None, original):
     def forward(hidden_states, *args, **kwargs):
         out = original(hidden_states, *args, **kwargs)
         logits, weights, indices = out[0], out[1], out[2]
-        # sort the candidates by weight, ties by expert index (DeepSeek-V2's topk is unsorted)
-        by_index = torch.sort(indices, dim=-1, stable=True)
-        w1 = weights.gather(-1, by_index.indices)
-        order = torch.sort(w1, dim=-1, descending=True, stable=True).indices
-        indices = by_index.values.gather(-1, order)
-        weights = w1.gather(-1, order)
+        # sort the candidates by weight, ties by the router's logit, then by expert index (DeepSeek-V2's topk
+        # is unsorted; a MoEfied router gives every kept expert weight 1, so its logits order the candidates)
         logits2 = logits.reshape(-1, logits.shape[-1])
+        by_index = torch.sort(indices, dim=-1, stable=True)
+        indices, weights = by_index.values, weights.gather(-1, by_index.indices)
+        order = torch.sort(logits2.gather(-1, indices), dim=-1, descending=True, stable=True).indices
+        indices, weights = indices.gather(-1, order), weights.gather(-1, order)
+        order = torch.sort(weights, dim=-1, descending=True, stable=True).indices
+        indices, weights = indices.gather(-1, order), weights.gather(-1, order)
         keep = keep_slots(policy, layer, logits2, weights, indices, E)
         if counter is not None:
             counter.add(layer, logits2, indices, keep)

@@ -1,0 +1,110 @@
+"""MoEfication (acl26.papers.alloc_moe.moefy): exact at every expert, the dense MLP with the other
+experts' neurons zeroed at k, balanced experts, the chapter's routing on it, and one-line argument errors."""
+
+import numpy as np
+import pytest
+import torch
+
+from acl26.papers.alloc_moe import budgeted, moe_blocks, moefy, native_k, topk
+from acl26.papers.alloc_moe.moefy import MoEfiedMLP, balanced_clusters
+
+
+def _tiny(seed=0, width=64, layers=2):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=97, hidden_size=32, intermediate_size=width, num_hidden_layers=layers,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    return LlamaForCausalLM(cfg).eval()
+
+
+def _calib(n=4, t=24, seed=1):
+    return torch.randint(0, 97, (n, t), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.fixture(scope="module")
+def dense():
+    return _tiny()
+
+
+def test_every_expert_kept_gives_the_dense_logits(dense):
+    ids = _calib(2, 16, seed=5)
+    moe = moefy(dense, 8, _calib(), top_k=8)
+    with torch.no_grad():
+        want, got = dense(ids).logits, moe(ids).logits
+    assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (got - want).abs().max()
+    assert all(isinstance(layer.mlp, MoEfiedMLP) for layer in moe.model.layers)
+    assert not any(isinstance(layer.mlp, MoEfiedMLP) for layer in dense.model.layers)  # the input is left alone
+
+
+def test_k_experts_are_the_dense_mlp_with_the_other_neurons_zeroed(dense):
+    moe = moefy(dense, 8, _calib(), top_k=3)
+    x = torch.randn(10, 32, generator=torch.Generator().manual_seed(2))
+    for dl, ml in zip(dense.model.layers, moe.model.layers):
+        d, m = dl.mlp, ml.mlp
+        _, _, idx = m.gate(x)
+        got = m(x)
+        # each expert's neurons, found back in the dense MLP by matching gate_proj rows
+        rows = {tuple(r.tolist()): i for i, r in enumerate(d.gate_proj.weight)}
+        owner = np.full(d.gate_proj.out_features, -1)
+        for e in range(8):
+            for r in m.experts.gate_proj[e]:
+                owner[rows[tuple(r.tolist())]] = e
+        assert (np.bincount(owner, minlength=8) == 8).all()  # balanced: 64 neurons, 8 experts of 8
+        for t in range(len(x)):
+            mask = torch.as_tensor(np.isin(owner, idx[t].numpy()), dtype=x.dtype)
+            h = d.act_fn(d.gate_proj(x[t])) * d.up_proj(x[t]) * mask
+            assert torch.allclose(got[t], d.down_proj(h), atol=1e-6), t
+
+
+def test_the_chapter_routing_runs_on_it_and_drops_by_the_routers_scores(dense):
+    ids = _calib(2, 16, seed=7)
+    full = moefy(dense, 8, _calib(), top_k=8)
+    assert native_k(full) == [8, 8] and len(moe_blocks(full)) == 2
+    at3 = moefy(dense, 8, _calib(), top_k=3)
+    with torch.no_grad():
+        want = at3(ids).logits
+        with budgeted(full, topk([3, 3])) as counter:
+            got = full(ids).logits
+    assert torch.allclose(got, want, atol=1e-5)  # keeping the top 3 of 8 by the router = a router at top 3
+    assert counter.per_layer() == [3.0, 3.0]
+
+
+def test_balanced_clusters_are_balanced_and_group_alike_rows():
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(4, 16))
+    rows = np.repeat(centres, 6, axis=0) + 0.01 * rng.normal(size=(24, 16))
+    labels = balanced_clusters(rows, 4, seed=3)
+    assert (np.bincount(labels, minlength=4) == 6).all()
+    for g in range(4):  # each true group lands in one cluster
+        assert len(set(labels[g * 6:(g + 1) * 6])) == 1
+    with pytest.raises(ValueError, match="n_clusters"):
+        balanced_clusters(rows, 5)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(n_experts=7), "n_experts must divide"),
+    (dict(n_experts=0), "n_experts"),
+    (dict(top_k=0), "top_k"),
+    (dict(top_k=9), "top_k"),
+    (dict(top_k=2.0), "top_k"),
+    (dict(calibration=torch.zeros(0, dtype=torch.long)), "calibration"),
+    (dict(calibration=torch.zeros(3, 0, dtype=torch.long)), "calibration"),
+    (dict(calibration=torch.zeros(4, 5)), "calibration must be a LongTensor"),
+    (dict(calibration=[1, 2, 3]), "calibration must be a LongTensor"),
+    (dict(calibration=torch.tensor([1, 97])), r"calibration: token ids must lie in \[0, 97\)"),
+    (dict(calibration=torch.zeros(2, 2, 2, dtype=torch.long)), "calibration must be 1-D"),
+])
+def test_bad_arguments_raise_one_line_naming_them(dense, kwargs, match):
+    args = dict(n_experts=8, calibration=_calib(1, 8), top_k=2) | kwargs
+    with pytest.raises(ValueError, match=match) as e:
+        moefy(dense, args.pop("n_experts"), args.pop("calibration"), **args)
+    assert "\n" not in str(e.value)
+
+
+def test_a_model_without_dense_mlps_is_refused(dense):
+    moe = moefy(dense, 8, _calib(1, 8), top_k=2)
+    with pytest.raises(ValueError, match="not a dense SwiGLU MLP"):
+        moefy(moe, 8, _calib(1, 8), top_k=2)
+    with pytest.raises(ValueError, match="LLaMA-family"):
+        moefy(torch.nn.Linear(2, 2), 8, _calib(1, 8), top_k=2)
