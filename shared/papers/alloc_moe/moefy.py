@@ -200,6 +200,10 @@ def moefy(model, n_experts: int, calibration: torch.Tensor, *, top_k: int, batch
 
     ValueError, naming the argument, where ``n_experts`` does not divide an MLP's width, ``top_k`` is
     outside 1 … ``n_experts``, or ``calibration`` is empty or not token ids of the model's vocabulary.
+
+    The copy is for use in this process: its config still describes the dense model, so
+    ``save_pretrained`` would write a checkpoint that loads back dense-shaped. Cache what
+    :func:`moefy` is given (the model and the calibration ids) rather than its result.
     """
     mlps = _mlps(model)
     widths = {m.gate_proj.out_features for m in mlps}
