@@ -350,8 +350,8 @@ def test_real_checkpoint_path_runs_profile_and_allocation_unchanged(tmp_path):
     model.save_pretrained(tmp_path)
     tok.save_pretrained(tmp_path)
     P = study.SPEC.resolve("smoke", {"checkpoint": str(tmp_path), "budgets": [1, 2], "eval_blocks": 4})
-    m, t, info = study.subject(P)
-    assert info["source"].startswith("checkpoint") and R.native_k(m) == [3, 3]
+    m, t, info = study.main_subject(P)
+    assert info["source"].startswith("checkpoint") and R.native_k(m) == [3, 3] and info["native_k_table"] is None
     tx = study.texts(P, t, 32)
     # the tiny model's vocabulary is smaller than the tokenizer's: clamp ids to it for this test only
     tx = {k: v.clamp(max=299) for k, v in tx.items()}
@@ -366,7 +366,7 @@ def test_checkpoint_without_tokenizer_fails_naming_it(tmp_path):
         study.SPEC.resolve("smoke", {"checkpoint": str(tmp_path)})
     P = dict(study.SPEC.resolve("smoke"), checkpoint=str(tmp_path))  # past the spec: the study's own check
     with pytest.raises(ValueError, match="checkpoint"):
-        study.subject(P)
+        study.main_subject(P)
 
 
 def test_allocation_benchmark_quick_and_its_peers_agree():
@@ -439,3 +439,48 @@ def test_run_returns_everything_record_claims_reads(tmp_path):
     CHAPTER.record_claims(ledger, res)
     assert not ledger.missing()
     assert all(e.holds in C.VERDICTS for e in ledger.entries.values())
+
+
+def test_choose_native_k_is_the_smallest_k_whose_every_larger_k_is_within_the_margin():
+    from acl26.papers.alloc_moe import moefy
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    dense = LlamaForCausalLM(LlamaConfig(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)).eval()
+    g = torch.Generator().manual_seed(2)
+    moe = moefy(dense, 8, torch.randint(0, 97, (4, 24), generator=g), top_k=8, layers=[0, 2])
+    blocks = torch.randint(0, 97, (4, 24), generator=g)
+    for margin in (0.0, 1e-3, 0.05, 1e9):
+        k, rows = study.choose_native_k(moe, blocks, margin, batch_blocks=2, progress=False)
+        assert R.native_k(moe) == [k, k] and rows[0]["k"] == 8 and rows[0]["ratio to dense"] == 1.0
+        assert [r["k"] for r in rows] == list(range(8, 8 - len(rows), -1))
+        assert all(r["within margin"] == (r["ratio to dense"] <= 1 + margin) for r in rows)
+        assert all(r["within margin"] for r in rows[:-1]) and k == min(r["k"] for r in rows if r["within margin"])
+        assert rows[-1]["k"] == 1 or not rows[-1]["within margin"]  # it stops at the first k outside
+    assert k == 1  # an unbounded margin keeps every k
+    dense_nll, _ = study.evaluate(moefy(dense, 8, blocks, top_k=8), blocks, None, batch_blocks=2)
+    assert np.isclose(rows[0]["ppl"], study.ppl(dense_nll), rtol=1e-5)  # every expert kept: the dense model
+
+
+@pytest.mark.assets
+def test_a_dense_checkpoint_is_moefied_and_budgets_at_its_native_k_fail_naming_them(tmp_path):
+    from acl26 import corpus as corpus_mod
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = corpus_mod.train_bpe(1024)
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                                 num_attention_heads=4, num_key_value_heads=2,
+                                 max_position_embeddings=32)).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    P = study.SPEC.resolve("smoke", {"checkpoint": str(tmp_path), "moefy_layers": [1, 2], "moefy_experts": 4,
+                                     "native_margin": 1e9, "budgets": [1]})
+    with pytest.raises(ValueError, match=r"^budgets: .*native top-k, which is 1 ") as e:  # every k within the margin
+        study.main_subject(P, progress=False)
+    assert "\n" not in str(e.value)
+    P["native_margin"], P["budgets"] = 0.0, []  # past the spec: no budget to check
+    m, t, info = study.main_subject(P, progress=False)
+    assert len(R.native_k(m)) == 2 and info["native_k_table"][0]["k"] == 4 and "MoEfied" in info["source"]
+    with pytest.raises(ValueError, match="moefy_layers: .* has 3 decoder layers, got \\[3\\]"):
+        study.main_subject({**P, "moefy_layers": [1, 3]}, progress=False)

@@ -108,3 +108,59 @@ def test_a_model_without_dense_mlps_is_refused(dense):
         moefy(moe, 8, _calib(1, 8), top_k=2)
     with pytest.raises(ValueError, match="LLaMA-family"):
         moefy(torch.nn.Linear(2, 2), 8, _calib(1, 8), top_k=2)
+
+
+def test_layers_converts_only_those_and_stays_exact(dense):
+    ids = _calib(2, 16, seed=5)
+    moe = moefy(dense, 8, _calib(), top_k=8, layers=[1])
+    assert [isinstance(layer.mlp, MoEfiedMLP) for layer in moe.model.layers] == [False, True]
+    assert native_k(moe) == [8]  # the chapter sees one MoE layer
+    with torch.no_grad():
+        assert torch.allclose(moe(ids).logits, dense(ids).logits, atol=1e-5, rtol=1e-5)
+    # a layer left dense can be converted later; a converted one cannot be converted again
+    both = moefy(moe, 4, _calib(), top_k=2, layers=[0])
+    assert native_k(both) == [2, 8]
+    with pytest.raises(ValueError, match="layer 1's MLP is not a dense SwiGLU MLP"):
+        moefy(moe, 8, _calib(), top_k=2, layers=[1])
+
+
+@pytest.mark.parametrize("layers,match", [([], "at least one layer"), ([0, 0], "repeat"), ([2], "layers must be"),
+                                          ([-1], "layers must be"), ([1.0], "layers must be"), ("0", "sequence"),
+                                          (3, "sequence")])
+def test_bad_layers_raise_one_line_naming_them(dense, layers, match):
+    with pytest.raises(ValueError, match=match) as e:
+        moefy(dense, 8, _calib(1, 8), top_k=2, layers=layers)
+    assert "\n" not in str(e.value)
+
+
+def test_the_policies_rank_a_moefied_router_by_its_scores_not_its_unit_weights(dense):
+    """Skipping keeps an expert whose predicted mass is at least beta times the token's top one, and top-p
+    reads each expert's share of the token's total mass: both from the router's logits, since every
+    kept weight is 1."""
+    from acl26.papers.alloc_moe import routing as R
+
+    ids = _calib(2, 16, seed=9)
+    moe = moefy(dense, 8, _calib(), top_k=6)
+
+    def run(policy):
+        seen = []  # each layer's router logits in this very run (a budget upstream changes them downstream)
+        hooks = [b.gate.register_forward_hook(lambda m, a, out: seen.append(out[0].detach().clone()))
+                 for b in moe_blocks(moe)]
+        try:
+            with torch.no_grad(), budgeted(moe, policy) as c:
+                moe(ids)
+        finally:
+            for h in hooks:
+                h.remove()
+        return c.per_layer(), [lg.clamp_min(0) for lg in seen]
+
+    for beta, p in ((0.0, 0.3), (0.6, 0.6), (0.9, 0.95)):
+        got, masses = run(R.skip(beta))
+        want = [float((m.topk(6, dim=-1).values >= beta * m.max(-1, keepdim=True).values).sum(1).float().mean())
+                for m in masses]
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+        got, masses = run(R.topp(p))
+        share = [torch.sort(m / m.sum(-1, keepdim=True), descending=True).values for m in masses]
+        want = [float(((sh.cumsum(-1) <= p).sum(-1) + 1).clamp(max=6).float().mean()) for sh in share]
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert run(R.skip(0.9))[0] != [6.0, 6.0]  # it drops something: unit weights would have kept all six

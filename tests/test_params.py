@@ -217,6 +217,9 @@ def test_every_seed_is_a_torch_seed_and_nothing_more():
     ("alloc_moe", {"k_base_sweep": [2]}, "k_base_sweep needs a value at or below the half budget"),
     ("alloc_moe", {"k_base_sweep": [-1]}, "'k_base_sweep': item 0: -1 is below"),
     ("alloc_moe", {"calib_alt": "sotu"}, "calib_alt must differ from calib_source"),
+    ("alloc_moe", {"match_blocks": 3}, "match_blocks must not exceed calib_blocks"),
+    ("alloc_moe", {"moefy_layers": [3, 3]}, "'moefy_layers': duplicate items"),
+    ("alloc_moe", {"native_margin": -0.1}, "'native_margin'"),
     ("alloc_moe", {"checkpoint": "/no/such/folder"}, "'checkpoint': must be '' or a local folder with config.json"),
     # models page
     ("models", {"moe_top_k": 9}, "moe_top_k must not exceed moe_experts"),

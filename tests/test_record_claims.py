@@ -219,7 +219,6 @@ def test_alloc_moe_untested_and_one_seed_cases():
     r = alloc_moe_cases.good()
     r["speed"] = None
     r["speed_reason"] = "skipped here"
-    r["seeds"] = {0: r["seeds"][0]}
     got = verdicts("alloc_moe", r)
     assert got["speed_prefill"] == got["speed_decode"] == got["grouped_exact"] == C.UNTESTED
     assert got["lt_beats_uniform"] == C.HOLDS  # one model: decided on the paired bootstrap over blocks
@@ -228,7 +227,7 @@ def test_alloc_moe_untested_and_one_seed_cases():
     assert got["k_base_1"] == got["k_base_matters"] == C.UNTESTED
 
 
-@pytest.mark.parametrize("control", ["experts_matter", "k_base_matters", "calib_matters"])
+@pytest.mark.parametrize("control", ["experts_matter", "experts_matter_trained", "k_base_matters", "calib_matters"])
 def test_alloc_moe_claims_are_not_testable_when_their_control_fails(control):
     ch = registry.get("alloc_moe")
     kinds = {c.id: c.kind for c in ch.claims}
@@ -236,8 +235,10 @@ def test_alloc_moe_claims_are_not_testable_when_their_control_fails(control):
     naming = {c.id for c in ch.claims if control in c.controls}
     assert naming, f"no claim names the control {control}"
     if control == "experts_matter":  # every claim about perplexity names it
-        assert naming == {"lt_beats_uniform", "l_helps", "t_helps", "t_tight", "beats_baselines", "shallow_more",
-                          "k_base_1", "calib_robust"}
+        assert naming == {"lt_beats_uniform", "across_models", "l_helps", "t_helps", "t_tight", "beats_baselines",
+                          "shallow_more", "k_base_1", "calib_robust"}
+    if control == "experts_matter_trained":  # the second subject serves the claim across models only
+        assert naming == {"across_models"}
     r = copy.deepcopy(alloc_moe_cases.good())
     alloc_moe_cases.FAIL[control](r)
     ledger = C.Ledger(ch.id, "book", list(ch.claims))
@@ -253,8 +254,7 @@ def test_alloc_moe_claims_are_not_testable_when_their_control_fails(control):
 
 
 def test_alloc_moe_one_seed_controls_use_the_block_bootstrap_and_speed_is_moe_only():
-    r = alloc_moe_cases.good()
-    r["seeds"] = {0: r["seeds"][0]}
+    r = alloc_moe_cases.good()  # the main subject is one model
     ch = registry.get("alloc_moe")
     ledger = C.Ledger(ch.id, "book", list(ch.claims))
     ch.record_claims(ledger, r)
@@ -384,3 +384,24 @@ def test_every_row_decided_on_an_interval_shows_its_margin(chapter_id):
         if e.interval is not None:
             assert e.claim.test.boundaries, f"{cid}: decided on an interval, but its test names no boundary"
             assert e.margin is not None and "/" in C.power(e.half_width, e.margin), cid
+
+
+def test_alloc_moe_across_models_is_decided_on_the_least_favourable_subject():
+    """Alloc-L+T must win on both subjects: a loss on the main subject alone fails it too, and a subject
+    whose interval holds 1 leaves it inconclusive though the other wins; its note names the subject."""
+    r = copy.deepcopy(alloc_moe_cases.good())
+    g = r["grid"]
+    g["nll"][(3, "alloc-l+t")] = g["nll"][(3, "uniform")] + 0.03
+    led = C.Ledger("alloc_moe", "book", list(registry.get("alloc_moe").claims))
+    registry.get("alloc_moe").record_claims(led, r)
+    e = led.entries["across_models"]
+    assert e.holds == C.FAILS and "MoEfied SmolLM2" in e.note and "trained MoE" in e.shown
+    r = copy.deepcopy(alloc_moe_cases.good())
+    rng = np.random.default_rng(3)
+    for v in r["second"]["seeds"].values():  # the trained MoE: a wash on average, seed to seed either way
+        v["alloc-l+t"] = v["uniform"] + rng.normal(0, 0.02)
+    led = C.Ledger("alloc_moe", "book", list(registry.get("alloc_moe").claims))
+    registry.get("alloc_moe").record_claims(led, r)
+    e = led.entries["across_models"]
+    assert e.holds == C.INCONCLUSIVE and "(trained MoE)" in e.note and e.interval.method.startswith("t")
+    assert led.entries["lt_beats_uniform"].holds == C.HOLDS

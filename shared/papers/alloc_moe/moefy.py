@@ -12,7 +12,8 @@ neurons zeroed.
 
 The converted blocks have the interface :mod:`.routing` reads from the ``transformers`` MoE
 families: a ``gate`` with ``top_k`` and ``num_experts`` whose forward returns ``(router_logits,
-weights, indices)`` (weights all 1: the sum is unweighted; ``norm_topk_prob`` False), and an
+weights, indices)`` (weights all 1: the sum is unweighted; ``norm_topk_prob`` False; the policies
+rank by its logits instead, ``scores_are_logits``, see :func:`.routing.route_scores`), and an
 ``experts`` module that takes those indices and weights and skips the sentinel index ``E``. So the
 chapter's routing, profiling, allocation and baselines run on it unchanged.
 
@@ -45,6 +46,9 @@ class MoEfiedGate(nn.Module):
     """Scores each expert of one MLP (a linear router) and picks the top-``top_k`` per token."""
 
     norm_topk_prob = False
+    #: the budgeted policies rank experts by the router's logits (each expert's predicted activation mass),
+    #: since the kept experts' outputs are summed with weight 1 (routing.route_scores)
+    scores_are_logits = True
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor, top_k: int):
         super().__init__()
@@ -99,17 +103,34 @@ class MoEfiedMLP(nn.Module):
         return self.experts(x, indices, weights).reshape(shape)
 
 
-def _mlps(model) -> list[nn.Module]:
-    layers = getattr(getattr(model, "model", None), "layers", None)
-    if layers is None:
+def _mlps(model, layers=None) -> tuple[list[int], list[nn.Module]]:
+    """The indices of the decoder layers to convert (``layers``, checked; all by default) and their MLPs,
+    each checked to be a dense SwiGLU MLP."""
+    decoder = getattr(getattr(model, "model", None), "layers", None)
+    if decoder is None:
         raise ValueError(f"model must be a LLaMA-family causal LM (model.model.layers), got {type(model).__name__}")
-    mlps = [layer.mlp for layer in layers]
-    for i, m in enumerate(mlps):
+    which = _layers(layers, len(decoder))
+    mlps = [decoder[i].mlp for i in which]
+    for i, m in zip(which, mlps):
         if not all(isinstance(getattr(m, n, None), nn.Linear) for n in ("gate_proj", "up_proj", "down_proj")) \
                 or not hasattr(m, "act_fn"):
             raise ValueError(f"model: layer {i}'s MLP is not a dense SwiGLU MLP (gate_proj, up_proj, down_proj, act_fn), "
                              f"got {type(m).__name__}")
-    return mlps
+    return which, mlps
+
+
+def _layers(layers, n: int) -> list[int]:
+    """The decoder layers to convert, checked: every one by default, else distinct indices in 0 … n-1."""
+    if layers is None:
+        return list(range(n))
+    if isinstance(layers, (str, bytes)) or not hasattr(layers, "__iter__"):
+        raise ValueError(f"layers must be a sequence of layer indices, got {type(layers).__name__}")
+    out = [checks.integer("layers", i, 0, n - 1) for i in layers]
+    if not out:
+        raise ValueError("layers must name at least one layer, got an empty sequence")
+    if len(set(out)) != len(out):
+        raise ValueError(f"layers must not repeat a layer, got {list(layers)}")
+    return sorted(out)
 
 
 def _calibration(calibration, vocab: int) -> torch.Tensor:
@@ -190,22 +211,24 @@ def _ridge(x: torch.Tensor, y: torch.Tensor, alpha: float) -> tuple[torch.Tensor
 
 
 @torch.no_grad()
-def moefy(model, n_experts: int, calibration: torch.Tensor, *, top_k: int, batch: int = 8, seed: int = 0,
-          rounds: int = 20, ridge: float = 1e-2):
+def moefy(model, n_experts: int, calibration: torch.Tensor, *, top_k: int, layers=None, batch: int = 8,
+          seed: int = 0, rounds: int = 20, ridge: float = 1e-2):
     """A copy of ``model`` (a LLaMA-family causal LM with SwiGLU MLPs, e.g. SmolLM2) whose every MLP
     is split into ``n_experts`` experts of equal size by balanced clustering of its neurons'
     co-activation on ``calibration`` (token ids, a LongTensor, 1-D or a 2-D batch), with a linear
     router per layer fitted on the same activations; each token keeps its router's top-``top_k``
-    experts, summed unweighted. ``model`` itself is left unchanged.
+    experts, summed unweighted. ``model`` itself is left unchanged. ``layers`` (indices of the decoder
+    layers to convert, default all of them) converts only those; the others keep their dense MLP.
 
     ValueError, naming the argument, where ``n_experts`` does not divide an MLP's width, ``top_k`` is
-    outside 1 … ``n_experts``, or ``calibration`` is empty or not token ids of the model's vocabulary.
+    outside 1 … ``n_experts``, ``layers`` is empty, repeats a layer or names one the model lacks, or
+    ``calibration`` is empty or not token ids of the model's vocabulary.
 
     The copy is for use in this process: its config still describes the dense model, so
     ``save_pretrained`` would write a checkpoint that loads back dense-shaped. Cache what
     :func:`moefy` is given (the model and the calibration ids) rather than its result.
     """
-    mlps = _mlps(model)
+    which, mlps = _mlps(model, layers)
     widths = {m.gate_proj.out_features for m in mlps}
     n_experts = checks.integer("n_experts", n_experts, 1)
     bad = sorted(w for w in widths if w % n_experts)
@@ -226,7 +249,8 @@ def moefy(model, n_experts: int, calibration: torch.Tensor, *, top_k: int, batch
     finally:
         model.train(was_training)
     out = copy.deepcopy(model)
-    for i, (layer, x) in enumerate(zip(out.model.layers, inputs)):
+    for i, x in zip(which, inputs):
+        layer = out.model.layers[i]
         mlp = layer.mlp
         g, u, d = (p.weight.detach().float() for p in (mlp.gate_proj, mlp.up_proj, mlp.down_proj))
         a = (mlp.act_fn(x @ g.T) * (x @ u.T)).abs()  # (N, I): each neuron's activation magnitude per token

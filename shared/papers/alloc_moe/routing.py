@@ -315,6 +315,22 @@ def renormalises(gate, weights: torch.Tensor) -> bool:
     return bool(torch.allclose(weights.float().sum(dim=-1), torch.ones(weights.shape[0]), atol=1e-4))
 
 
+def route_scores(gate, logits: torch.Tensor, indices: torch.Tensor,
+                 weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(logits, scores)`` the policies read: the router's (T, E) logits and each kept slot's score.
+
+    For a softmax router (every transformers MoE family) the scores are its gate weights and the
+    logits are its own. A router whose gate has ``scores_are_logits`` (a MoEfied MLP: its kept
+    experts are summed unweighted, every weight 1) routes by a non-negative score per expert, its
+    logit (the expert's predicted activation mass): the scores are those, clamped at 0, and the
+    logits their logarithm, so that top-p and the routing entropy read each expert's share of the
+    token's total score rather than a softmax of it."""
+    if not getattr(gate, "scores_are_logits", False):
+        return logits, weights
+    mass = logits.float().clamp_min(0.0)
+    return torch.log(mass.clamp_min(1e-30)), mass.gather(-1, indices).to(weights.dtype)
+
+
 def _wrap(block, layer: int, policy: Policy, counter: Counter | None, original):
     E = num_experts(block)
 
@@ -328,11 +344,14 @@ def _wrap(block, layer: int, policy: Policy, counter: Counter | None, original):
         indices, weights = by_index.values, weights.gather(-1, by_index.indices)
         order = torch.sort(logits2.gather(-1, indices), dim=-1, descending=True, stable=True).indices
         indices, weights = indices.gather(-1, order), weights.gather(-1, order)
-        order = torch.sort(weights, dim=-1, descending=True, stable=True).indices
-        indices, weights = indices.gather(-1, order), weights.gather(-1, order)
-        keep = keep_slots(policy, layer, logits2, weights, indices, E)
+        # what the policies rank by: the gate weights, or, for a router whose kept experts are summed
+        # unweighted (a MoEfied MLP), the scores it routed by (see scores_are_logits)
+        route_logits, scores = route_scores(block.gate, logits2, indices, weights)
+        order = torch.sort(scores, dim=-1, descending=True, stable=True).indices
+        indices, weights, scores = indices.gather(-1, order), weights.gather(-1, order), scores.gather(-1, order)
+        keep = keep_slots(policy, layer, route_logits, scores, indices, E)
         if counter is not None:
-            counter.add(layer, logits2, indices, keep)
+            counter.add(layer, route_logits, indices, keep)
         indices = torch.where(keep, indices, torch.full_like(indices, E))
         kept = torch.where(keep, weights, torch.zeros_like(weights))
         if renormalises(block.gate, weights):

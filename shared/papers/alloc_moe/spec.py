@@ -20,11 +20,12 @@ CALIB_SOURCES = ("sotu", "shakespeare", "moby-dick")
 
 
 def native_top_k(params: dict) -> int | None:
-    """The subject's native top-k, known before any model loads: the shared MoE's ``moe_top_k`` (models
-    page, ``models_profile``), or a ``checkpoint``'s ``num_experts_per_tok`` (None if its config.json
-    does not say; :func:`run_grid` then checks the budgets against the loaded model)."""
+    """The main subject's native top-k where it is known before any model loads: a ``checkpoint``'s
+    ``num_experts_per_tok``. None for the MoEfied SmolLM2 (its K_orig is chosen on validation text at
+    run time, :func:`acl26.papers.alloc_moe.study.choose_native_k`, which then checks the budgets) and
+    for a checkpoint whose config.json does not say."""
     if not params["checkpoint"]:
-        return int(zoo.SPEC.resolve(params["models_profile"])["moe_top_k"])
+        return None
     try:
         k = json.loads((Path(params["checkpoint"]) / "config.json").read_text()).get("num_experts_per_tok")
     except (OSError, ValueError, AttributeError):
@@ -32,15 +33,22 @@ def native_top_k(params: dict) -> int | None:
     return k if isinstance(k, int) and not isinstance(k, bool) and k >= 1 else None
 
 
+def shared_top_k(params: dict) -> int:
+    """The trained MoE's (the second subject's) native top-k: ``moe_top_k`` of ``models_profile``."""
+    return int(zoo.SPEC.resolve(params["models_profile"])["moe_top_k"])
+
+
 def _budgets_below_native(p: dict) -> bool:
     native = native_top_k(p)
-    return native is None or max(p["budgets"]) < native
+    return max(p["budgets"]) < shared_top_k(p) and (native is None or max(p["budgets"]) < native)
 
 
 def _k_base_sweep_reaches_half(p: dict) -> bool:
-    """The notebook's K_base table needs a swept value at or below the half budget (run_grid skips the rest)."""
-    native = native_top_k(p)
-    return native is None or min(p["k_base_sweep"]) <= _nearest_half(p["budgets"], native)
+    """The notebook's K_base table needs a swept value at or below the half budget (run_grid skips the rest).
+    Where the main subject's native top-k is known only at run time (MoEfied SmolLM2), it is at least
+    max(budgets) + 1 (the run refuses less), and the half budget grows with it: checked at that least one."""
+    native = native_top_k(p) or max(p["budgets"]) + 1
+    return min(p["k_base_sweep"]) <= _nearest_half(p["budgets"], native)
 
 
 def _nearest_half(budgets: Sequence[int], native: int) -> int:
@@ -55,10 +63,20 @@ SPEC = ParamSpec(
     paper="alloc_moe",
     params=(
         Param("models_profile", str, "profile of the shared MoE LM (models page)", choices=("smoke", "book", "paper")),
-        Param("checkpoint", str, "local folder of a real Hugging Face MoE checkpoint (DeepSeek-V2-Lite, OLMoE, "
-              "Qwen1.5-MoE, ...) to profile and allocate instead of the shared MoE; '' for the shared MoE",
+        Param("checkpoint", str, "local folder of a Hugging Face checkpoint to take the place of MoEfied SmolLM2 as the "
+              "main subject: a real MoE (DeepSeek-V2-Lite, OLMoE, Qwen1.5-MoE, ...) as it is, or a dense LLaMA-family "
+              "model, MoEfied the same way; '' for SmolLM2-135M",
               rule=folder_with("config.json", "tokenizer_config.json"), path=True),
-        Param("seeds", list, "training seeds of the shared MoE for the half-budget headline (first: the main model)",
+        Param("moefy_experts", int, "MoEfication: experts each converted MLP is split into (must divide its width)",
+              min=2),
+        Param("moefy_layers", list, "MoEfication: the decoder layers converted (0 = shallowest); the others stay dense",
+              elem=int, min_len=1, min=0),
+        Param("moefy_blocks", int, "MoEfication: calibration blocks (train split of calib_source) for the clustering "
+              "and the routers", min=1),
+        Param("native_margin", float, "K_orig of the MoEfied subject: the smallest k within this relative perplexity "
+              "margin of the dense model", min=0.0),
+        Param("native_blocks", int, "validation blocks on which K_orig is chosen", min=1),
+        Param("seeds", list, "training seeds of the trained MoE (models page), the second subject's half-budget headline",
               elem=int, min_len=1, min=0, max=SEED_MAX),
         Param("budgets", list, "budgets as uniform-equivalent k (budget = k x layers), each below the native top-k",
               elem=int, min_len=1, min=1),
@@ -78,28 +96,35 @@ SPEC = ParamSpec(
         Param("speed_rounds", int, "interleaved timing rounds", min=1),
     ),
     profiles={
-        "book": dict(models_profile="book", checkpoint="", seeds=[0, 1, 2], budgets=[2, 3, 4, 5], eval_blocks=96,
-                     calib_blocks=16, calib_source="sotu", calib_alt="shakespeare", batch_blocks=8, k_base=1,
-                     k_base_sweep=[0, 1, 2, 3], lexi_samples=512, match_iters=10, match_blocks=8, n_resamples=2999,
+        "book": dict(models_profile="book", checkpoint="", moefy_experts=8, moefy_layers=list(range(10, 20)),
+                     moefy_blocks=8, native_margin=0.05, native_blocks=8, seeds=[0, 1, 2], budgets=[2, 3, 4, 5], eval_blocks=24,
+                     calib_blocks=2, calib_source="sotu", calib_alt="shakespeare", batch_blocks=8, k_base=1,
+                     k_base_sweep=[0, 1, 2, 3], lexi_samples=512, match_iters=6, match_blocks=2, n_resamples=2999,
                      speed_shape="dsv2-lite", speed_prefill=512, speed_rounds=7),
-        "smoke": dict(models_profile="smoke", seeds=[0], budgets=[1, 2], eval_blocks=8, calib_blocks=2, batch_blocks=2,
-                      k_base_sweep=[0, 1], lexi_samples=32, match_iters=4, match_blocks=2, n_resamples=199,
+        "smoke": dict(models_profile="smoke", moefy_experts=4, moefy_layers=[0, 1], moefy_blocks=2, native_blocks=2,
+                      seeds=[0], budgets=[1, 2], eval_blocks=4, calib_blocks=1, batch_blocks=2,
+                      k_base_sweep=[0, 1], lexi_samples=32, match_iters=3, match_blocks=1, n_resamples=199,
                       speed_shape="tiny", speed_prefill=32, speed_rounds=2),
-        "paper": dict(models_profile="paper", eval_blocks=256, calib_blocks=64, n_resamples=4999, speed_rounds=9),
+        "paper": dict(models_profile="paper", moefy_layers=list(range(30)), eval_blocks=256, calib_blocks=64,
+                      match_iters=10, match_blocks=8, n_resamples=4999, speed_rounds=9),
     },
     checks=(
         # run_grid refuses a budget at or above the native top-k (a budget must cut something)
-        (f"budgets must each be below the native top-k (the shared MoE's moe_top_k by models_profile: {_SHARED_TOP_K}; "
+        (f"budgets must each be below the native top-k (the trained MoE's moe_top_k by models_profile: {_SHARED_TOP_K}; "
          "a checkpoint's num_experts_per_tok)", _budgets_below_native),
         ("k_base must not exceed the smallest budget", lambda p: p["k_base"] <= min(p["budgets"])),
         ("k_base_sweep needs a value at or below the half budget (the one of budgets nearest half the native top-k)",
          _k_base_sweep_reaches_half),
         ("calib_alt must differ from calib_source", lambda p: p["calib_alt"] != p["calib_source"]),
+        # the thresholds are matched on the first match_blocks of the calibration blocks
+        ("match_blocks must not exceed calib_blocks", lambda p: p["match_blocks"] <= p["calib_blocks"]),
     ),
 )
 
-#: the control every quality claim names: the subject's experts must matter (see :data:`CLAIMS`)
+#: the control every quality claim names: the main subject's experts must matter (see :data:`CLAIMS`)
 QUALITY_CONTROL = "experts_matter"
+#: the same control on the second subject, the trained MoE; across_models names both
+SECOND_CONTROL = "experts_matter_trained"
 #: the tolerance of the two "barely matters" claims (k_base_1, calib_robust), and so of their controls
 BARELY = 0.02
 #: their resolution (Claim.needs): an interval wider than the tolerance cannot show a ratio within it
@@ -113,7 +138,10 @@ CLAIMS = [
     # barely-matters claims and with evaluation noise, and a "beats" or "barely matters" verdict says more
     # about the subject than about the method. 10% is the models page's threshold for the same question
     # ("top-1 routing costs >= 10% perplexity"), five times that 2% tolerance; fixed before any run.
-    C.Claim(QUALITY_CONTROL, "The subject's experts matter: uniform top-1 routing costs ≥ 10% held-out perplexity "
+    C.Claim(QUALITY_CONTROL, "The main subject's experts matter: uniform top-1 routing costs ≥ 10% held-out "
+            "perplexity against the native top-k", "—", "ours (the models page's threshold)", C.at_least(1.10),
+            kind="control"),
+    C.Claim(SECOND_CONTROL, "The trained MoE's experts matter: uniform top-1 routing costs ≥ 10% held-out perplexity "
             "against the native top-k", "—", "ours (the models page's threshold)", C.at_least(1.10), kind="control"),
     # k_base_matters: k_base_1 says the perplexity at K_base = 1 is within 2% of the best K_base. That only
     # informs if the same measurement can leave the 2% band: K_base at the ends of the swept range (0: a token
@@ -134,6 +162,15 @@ CLAIMS = [
             C.predicate("ours: perplexity ratio Alloc-L+T / uniform < 1 (interval over seeds)", lambda v: v < 1.0,
                         boundaries=(1.0,)),
             controls=(QUALITY_CONTROL,)),
+    # across_models: the abstract's "across multiple MoE models". Decided on the least favourable of the two
+    # subjects (MoEfied SmolLM2-135M; the trained MoE over its seeds): it holds only if Alloc-L+T beats uniform
+    # on both, fails if it loses on either. Each subject's own control must hold.
+    C.Claim("across_models", "Alloc-MoE beats uniform top-k at half budget across MoE models (here MoEfied "
+            "SmolLM2-135M and the MoE trained on the models page)", "\"extensive experiments across multiple MoE "
+            "models\"", "abstract",
+            C.predicate("ours: perplexity ratio Alloc-L+T / uniform < 1 on every subject (the least favourable shown)",
+                        lambda v: v < 1.0, boundaries=(1.0,)),
+            controls=(QUALITY_CONTROL, SECOND_CONTROL)),
     C.Claim("l_helps", "Alloc-L alone beats uniform top-k at half budget", "44.61 vs 43.90 (B = 78)", "ablation table",
             C.predicate("ours: perplexity ratio Alloc-L / uniform < 1", lambda v: v < 1.0, boundaries=(1.0,)),
             controls=(QUALITY_CONTROL,)),

@@ -24,6 +24,7 @@ from acl26 import models, stats, zoo
 from acl26.kernels import dp_alloc
 from acl26.papers.alloc_moe import routing as R
 from acl26.papers.alloc_moe import speed as moe_speed
+from acl26.papers.alloc_moe.moefy import moefy
 from acl26.papers.alloc_moe.spec import (CALIB_SOURCES, CLAIMS, SPEC, _nearest_half,  # noqa: F401  (re-exported:
                                          native_top_k)  # study.SPEC, study.CLAIMS, study.native_top_k)
 
@@ -39,27 +40,105 @@ LABELS = {"uniform": "uniform top-k", "lexi": "LExI-style (data-free per-layer k
 
 
 def subject(params: dict, seed: int | None = None, progress: bool = True):
-    """``(model, tokenizer, info)``: the shared MoE of ``models_profile`` (training seed ``seed``), or
-    the local ``checkpoint``. ``info`` says which, with the training log where there is one."""
-    if params["checkpoint"]:
-        model, tok = models.load_local(params["checkpoint"])
-        if tok is None:
-            raise ValueError(f"checkpoint: {params['checkpoint']} has no tokenizer files (tokenizer_config.json)")
-        R.moe_blocks(model)  # fails fast, naming the class, when it has none
-        return model, tok, {"source": f"checkpoint {params['checkpoint']}", "class": type(model).__name__,
-                            "seed": None, "val_ppl": None}
+    """``(model, tokenizer, info)``: the shared MoE of ``models_profile`` (training seed ``seed``), the
+    second subject. ``info`` says which, with the training log."""
     res, tok, _ = zoo.trained("moe", params["models_profile"], seed=seed, progress=progress)
     res.model.eval()
-    return res.model, tok, {"source": f"shared MoE ({params['models_profile']} profile, seed {seed})",
+    return res.model, tok, {"source": f"trained MoE ({params['models_profile']} profile, seed {seed})",
                             "class": type(res.model).__name__, "seed": seed, "val_ppl": res.val_ppl,
                             "from_cache": res.from_cache, "train_s": res.log["seconds"]}
 
 
-def block_size(params: dict, model) -> int:
-    """The block length: the models page's for the shared MoE, else 256 (capped by the model's context)."""
+def main_subject(params: dict, progress: bool = True):
+    """``(model, tokenizer, info)``: the subject every quality claim is decided on.
+
+    By default SmolLM2-135M-Instruct's pretrained weights made into a mixture of experts by
+    :func:`moefy` (``moefy_experts`` experts in each of the ``moefy_layers``), with its native top-k
+    chosen by :func:`choose_native_k`. A ``checkpoint`` takes its place: a real MoE as it is, or a
+    dense LLaMA-family model, which is MoEfied the same way. ``info["native_k_table"]`` holds the
+    native-k choice (None for a real MoE)."""
     if params["checkpoint"]:
-        return int(min(256, getattr(model.config, "max_position_embeddings", 256) or 256))
-    return int(zoo.SPEC.resolve(params["models_profile"])["block_size"])
+        model, tok = models.load_local(params["checkpoint"])
+        if tok is None:
+            raise ValueError(f"checkpoint: {params['checkpoint']} has no tokenizer files (tokenizer_config.json)")
+        try:
+            R.moe_blocks(model)
+        except ValueError:
+            what = f"checkpoint {params['checkpoint']}"
+        else:
+            return model, tok, {"source": f"checkpoint {params['checkpoint']}", "class": type(model).__name__,
+                                "seed": None, "val_ppl": None, "native_k_table": None}
+    else:
+        model, tok = models.smollm2()
+        what = "SmolLM2-135M-Instruct"
+    model.eval()
+    n = len(model.model.layers) if hasattr(getattr(model, "model", None), "layers") else 0
+    bad = [i for i in params["moefy_layers"] if i >= n]
+    if bad:
+        raise ValueError(f"moefy_layers: {what} has {n} decoder layers, got {bad}")
+    size = block_size(params, model)
+    calib = calibration_blocks(tok, params["calib_source"], params["moefy_blocks"], size)
+    t0 = time.perf_counter()
+    moe = moefy(model, params["moefy_experts"], calib, top_k=params["moefy_experts"], layers=params["moefy_layers"],
+                batch=params["batch_blocks"])
+    del model
+    val = torch.from_numpy(corpus_mod.load_corpus(tok, block_size=size).blocks("validation")[: params["native_blocks"]])
+    k, table = choose_native_k(moe, val, params["native_margin"], batch_blocks=params["batch_blocks"], progress=progress)
+    if max(params["budgets"], default=0) >= k:
+        raise ValueError(f"budgets: each must be below the MoEfied subject's native top-k, which is {k} "
+                         f"(the smallest k within {params['native_margin']:.0%} of the dense model); got {params['budgets']}")
+    return moe, tok, {"source": f"{what} MoEfied: {params['moefy_experts']} experts in each of layers "
+                                f"{_span(params['moefy_layers'])}, native top-{k}",
+                      "class": f"{type(moe).__name__} (MoEfied)", "seed": None, "val_ppl": None,
+                      "moefy_s": round(time.perf_counter() - t0, 1), "native_k_table": table}
+
+
+def _span(ix) -> str:
+    ix = sorted(ix)
+    return f"{ix[0]}–{ix[-1]}" if ix == list(range(ix[0], ix[-1] + 1)) and len(ix) > 2 else ", ".join(map(str, ix))
+
+
+def set_native_k(model, k: int) -> None:
+    """Every MoE block's native top-k set to ``k`` (a MoEfied model's K_orig)."""
+    for b in R.moe_blocks(model):
+        b.gate.top_k = int(k)
+
+
+def choose_native_k(model, blocks: torch.Tensor, margin: float, *, batch_blocks: int,
+                    progress: bool = True) -> tuple[int, list[dict]]:
+    """K_orig of a MoEfied model: the smallest k such that top-k, and every k above it, keeps the
+    perplexity of ``blocks`` within ``1 + margin`` of the model with every expert (which computes the
+    dense model exactly). Tried from all experts down, stopping at the first k outside the margin.
+    Sets the model's native top-k to the choice; returns it and one row per k tried."""
+    E = min(R.num_experts(b) for b in R.moe_blocks(model))
+    set_native_k(model, E)
+    ref = ppl(evaluate(model, blocks, None, batch_blocks=batch_blocks)[0])
+    rows, k = [{"k": E, "ppl": ref, "ratio to dense": 1.0, "within margin": True}], E
+    for kk in range(E - 1, 0, -1):
+        set_native_k(model, kk)
+        p = ppl(evaluate(model, blocks, None, batch_blocks=batch_blocks)[0])
+        ok = p / ref <= 1 + margin
+        rows.append({"k": kk, "ppl": p, "ratio to dense": p / ref, "within margin": ok})
+        if not ok:
+            break
+        k = kk
+    set_native_k(model, k)
+    return k, rows
+
+
+def block_size(params: dict, model, *, shared: bool = False) -> int:
+    """The block length: the models page's for the ``shared`` (trained) MoE, else 256, capped by the
+    model's context."""
+    if shared:
+        return int(zoo.SPEC.resolve(params["models_profile"])["block_size"])
+    return int(min(256, getattr(model.config, "max_position_embeddings", 256) or 256))
+
+
+def calibration_blocks(tok, source: str, n: int, size: int) -> torch.Tensor:
+    """``n`` blocks of ``size`` tokens evenly spaced over the whole train split of ``source``."""
+    blocks = corpus_mod.load_corpus(tok, sources=(source,), block_size=size).blocks("train")
+    pick = np.linspace(0, len(blocks) - 1, min(n, len(blocks))).round().astype(int)
+    return torch.from_numpy(blocks[pick])
 
 
 def texts(params: dict, tok, size: int) -> dict[str, torch.Tensor]:
@@ -73,12 +152,8 @@ def texts(params: dict, tok, size: int) -> dict[str, torch.Tensor]:
         raise ValueError(f"eval_blocks: the test split has only {len(test)} blocks of {size} tokens")
     out = {"eval": test}
     for src in (params["calib_source"], params["calib_alt"]):
-        one = corpus_mod.load_corpus(tok, sources=(src,), block_size=size)
-        blocks = one.blocks("train")
         # evenly spaced blocks over the whole train split, not its first documents only
-        n = min(params["calib_blocks"], len(blocks))
-        pick = np.linspace(0, len(blocks) - 1, n).round().astype(int)
-        out[src] = torch.from_numpy(blocks[pick])
+        out[src] = calibration_blocks(tok, src, params["calib_blocks"], size)
     n = len(out[params["calib_source"]])
     out["random"] = random_blocks(n, size, len(tok)).to(out[params["calib_source"]].dtype)
     return out
@@ -353,16 +428,21 @@ def from_grid(grid: dict) -> dict:
 def run(params: dict, progress: bool = True) -> dict:
     """Every experiment of the chapter: what :func:`record_claims` reads.
 
-    Returns ``{"grid", "seeds", "speed", "n_resamples", "info"}``: ``grid`` is :func:`run_grid` on the
-    main model (the first of ``seeds``, or the ``checkpoint``), which holds the ``calib_matters``
-    (``nll_rand``) and ``experts_matter`` (``top1_nll``) measurements and the K_base sweep of
-    ``k_base_matters``; ``seeds`` is ``{seed: headline}`` (:func:`headline_seed`; the main model's read
-    off its grid by :func:`from_grid`; a checkpoint is the one key ``None``); ``speed`` is
-    :func:`speed_study` at the main model's half-budget allocation. ``info`` (for display only,
-    never read by the verdicts): the main model's description and shapes, and ``{seed: description}``
-    under ``"seeds"``.
+    Returns ``{"grid", "seeds", "second", "speed", "n_resamples", "info"}``:
+
+    * ``grid``: :func:`run_grid` on the main subject (:func:`main_subject`: MoEfied SmolLM2-135M, or the
+      ``checkpoint``), which holds the ``experts_matter`` (``top1_nll``) and ``calib_matters``
+      (``nll_rand``) measurements and the K_base sweep of ``k_base_matters``;
+    * ``seeds``: ``{None: headline}``, the main subject's half-budget headline read off its grid
+      (:func:`from_grid`); one model, so its verdicts rest on paired bootstraps over blocks;
+    * ``second``: the trained MoE of the models page, the second subject of ``across_models``:
+      ``{"seeds": {seed: headline_seed(...)}, "info": {seed: description}}`` over ``seeds``;
+    * ``speed``: :func:`speed_study` at the main subject's half-budget allocation.
+
+    ``info`` (for display only, never read by the verdicts) describes the main subject, with its
+    native-k choice (``native_k_table``).
     """
-    model, tok, info = subject(params, seed=params["seeds"][0], progress=progress)
+    model, tok, info = main_subject(params, progress=progress)
     size = block_size(params, model)
     tx = texts(params, tok, size)
     native = R.native_k(model)
@@ -371,26 +451,41 @@ def run(params: dict, progress: bool = True) -> dict:
             "eval blocks": len(tx["eval"]), "calibration blocks": len(tx[params["calib_source"]]),
             "tokens per forward batch (Alloc-T's T)": params["batch_blocks"] * size}
     grid = run_grid(model, tx, params, progress=progress)
-    seed_list = list(params["seeds"]) if not params["checkpoint"] else [None]
-    seeds, seed_info = {seed_list[0]: from_grid(grid)}, {seed_list[0]: info}
     del model
-    for s in seed_list[1:]:
-        m_s, _, inf_s = subject(params, seed=s, progress=progress)
-        seeds[s] = headline_seed(m_s, tx, params, progress=progress)
-        seed_info[s] = inf_s
-        del m_s
     speed = speed_study(params, grid["alloc_main"], max(native))
-    return {"grid": grid, "seeds": seeds, "speed": speed, "n_resamples": params["n_resamples"],
-            "info": {**info, "seeds": seed_info}}
+    second = second_subject(params, progress=progress)
+    return {"grid": grid, "seeds": {None: from_grid(grid)}, "second": second, "speed": speed,
+            "n_resamples": params["n_resamples"], "info": info}
 
 
-def seed_table(res: dict) -> list[dict]:
-    """One row per seed of :func:`run`'s headline: perplexities, the Alloc-L+T / uniform ratio with its
-    paired bootstrap over blocks, the top-1 / native ratio (``experts_matter``) and the allocation."""
+def second_subject(params: dict, progress: bool = True) -> dict:
+    """The half-budget headline (:func:`headline_seed`) on the trained MoE of the models page, for each
+    training seed of ``seeds``, each model on its own calibration profile: ``{"seeds": {seed:
+    headline}, "info": {seed: description}}``."""
+    out: dict = {"seeds": {}, "info": {}}
+    tx = None
+    for s in params["seeds"]:
+        m, tok, inf = subject(params, seed=s, progress=progress)
+        if tx is None:  # every seed shares the tokenizer and the corpus
+            tx = texts(params, tok, block_size(params, m, shared=True))
+        native = R.native_k(m)
+        if max(params["budgets"]) >= min(native):
+            raise ValueError(f"budgets: each must be below the trained MoE's native top-k ({min(native)}), "
+                             f"got {params['budgets']}")
+        out["seeds"][s] = headline_seed(m, tx, params, progress=progress)
+        out["info"][s] = {**inf, "MoE layers": len(native), "native top-k": max(native)}
+        del m
+    return out
+
+
+def seed_table(seeds: dict, info: dict, n_resamples: int) -> list[dict]:
+    """One row per model of a headline (``{seed: headline}``): perplexities, the Alloc-L+T / uniform
+    ratio with its paired bootstrap over blocks, the top-1 / native ratio (``experts_matter``) and the
+    allocation. ``info``: ``{seed: description}`` (its ``val_ppl``, where there is one)."""
     rows = []
-    for s, r in res["seeds"].items():
-        iv = stats.paired_bootstrap(r["alloc-l+t"], r["uniform"], "ppl_ratio", n_resamples=res["n_resamples"])
-        rows.append({"seed": s, "val ppl (models page)": res["info"]["seeds"].get(s, {}).get("val_ppl"),
+    for s, r in seeds.items():
+        iv = stats.paired_bootstrap(r["alloc-l+t"], r["uniform"], "ppl_ratio", n_resamples=n_resamples)
+        rows.append({"seed": s, "val ppl (models page)": info.get(s, {}).get("val_ppl"),
                      "native ppl": ppl(r["full"]), "top-1 ppl": ppl(r["top1"]), "top-1 / native": ppl(r["top1"]) / ppl(r["full"]),
                      "uniform ppl": ppl(r["uniform"]), "Alloc-L+T ppl": ppl(r["alloc-l+t"]), "ratio": iv.estimate,
                      "lo": iv.lo, "hi": iv.hi, "allocation": r["alloc"]})
