@@ -484,3 +484,21 @@ def test_a_dense_checkpoint_is_moefied_and_budgets_at_its_native_k_fail_naming_t
     assert len(R.native_k(m)) == 2 and info["native_k_table"][0]["k"] == 4 and "MoEfied" in info["source"]
     with pytest.raises(ValueError, match="moefy_layers: .* has 3 decoder layers, got \\[3\\]"):
         study.main_subject({**P, "moefy_layers": [1, 3]}, progress=False)
+
+
+def test_segments_weight_back_to_the_block_means_and_the_allocation_bootstrap_re_derives_s():
+    model = tiny_qwen3(layers=3, top_k=4, experts=8)
+    g = torch.Generator().manual_seed(4)
+    blocks = torch.randint(0, 300, (3, 21), generator=g)  # 20 predicted tokens: segments of 8, 8, 4
+    per_block, _ = study.evaluate(model, blocks, None, batch_blocks=2)
+    seg, _ = study.evaluate(model, blocks, None, batch_blocks=2, segment=8)
+    w = study._segment_weights(20, 8, 3)
+    assert seg.shape == (9,) and list(w[:3]) == [8, 8, 4]
+    np.testing.assert_allclose([np.average(seg[3 * b:3 * b + 3], weights=w[:3]) for b in range(3)], per_block, rtol=1e-5)
+    S, parts = study.profile_sensitivity(model, blocks, batch_blocks=2, progress=False, segment=8)
+    np.testing.assert_allclose(S, study.profile_sensitivity(model, blocks, batch_blocks=2, progress=False), rtol=1e-5)
+    assert parts.shape == (3, 4, 9)
+    shape = lambda ks: float(ks[0] - ks[-1])  # noqa: E731
+    iv = study.allocation_bootstrap(parts, w, 6, shape, n_resamples=200)
+    assert iv.estimate == shape(study.allocate(S, 6)) and iv.lo <= iv.estimate <= iv.hi and iv.n == 9
+    assert iv == study.allocation_bootstrap(parts, w, 6, shape, n_resamples=200)  # seeded

@@ -260,7 +260,13 @@ def test_alloc_moe_one_seed_controls_use_the_block_bootstrap_and_speed_is_moe_on
     ch.record_claims(ledger, r)
     e = ledger.entries["experts_matter"]
     assert e.holds == C.HOLDS and e.interval.method == "paired bootstrap over blocks"
-    assert ledger.entries["shallow_more"].interval is None  # one seed: the allocation is a point
+    # one model: the allocation's shape is decided on a bootstrap over its profile's calibration segments
+    assert ledger.entries["shallow_more"].interval.method == "bootstrap over calibration segments"
+    r2 = copy.deepcopy(r)
+    del r2["grid"]["S_parts"]  # a profile without its segments: the allocation is a point
+    led2 = C.Ledger(ch.id, "book", list(ch.claims))
+    ch.record_claims(led2, r2)
+    assert led2.entries["shallow_more"].interval is None
     # the speed claims read the MoE-only stack at Alloc-MoE's allocation, not uniform k or the stack with the rest
     _set(r["speed"]["rows"], dict(allocation="uniform"), _ratios=[1.0, 1.0, 1.0])
     _set(r["speed"]["rows"], dict(scope="MoE + attention projections + head"), _ratios=[1.0, 1.0, 1.0])

@@ -32,6 +32,9 @@ def good():
             # K_base 0, an end of the sweep, is 5% worse than the best K_base 1 (k_base_matters)
             "top1_nll": arm(0.3), "alloc_rand": [2, 2, 3, 3, 4, 4], "nll_rand": nll[(3, "alloc-l")] + 0.05,
             "k_base": {0: arm(0.15 - 0.02 + 0.05), 1: nll[(3, "alloc-t")], 2: arm(0.15 - 0.01), 3: nll[(3, "uniform")]}}
+    # the profile's calibration segments (16 of 32 tokens): shallow layers lose more per expert dropped,
+    # so the half-budget allocation gives them more (shallow_more), on every resample of the segments
+    grid["S_parts"], grid["S_weights"] = _parts(rng, [0.3, 0.25, 0.2, 0.1, 0.05, 0.02]), np.full(16, 32.0)
     # the main subject is one model: its headline is read off its grid (study.from_grid)
     seeds = {None: {"uniform": nll[(3, "uniform")], "alloc-l+t": nll[(3, "alloc-l+t")], "full": grid["full_nll"],
                     "top1": grid["top1_nll"], "alloc": grid["alloc_main"]}}
@@ -43,6 +46,13 @@ def good():
                       for sc in ("MoE layers only", "MoE + attention projections + head")],
              "grouped_err": 1e-7, "layers": 26, "shape": "dsv2-lite", "allocs": {"Alloc-MoE": [4] * 13 + [2] * 13}}
     return {"grid": grid, "seeds": seeds, "second": {"seeds": second, "info": {}}, "speed": speed, "n_resamples": 999}
+
+
+def _parts(rng, sens, n=16, K=6):
+    import numpy as np
+
+    drop = np.arange(K)[::-1]  # experts dropped at k = 1 .. K
+    return (5.0 + np.asarray(sens)[:, None, None] * drop[None, :, None] + rng.normal(0, 0.01, (len(sens), K, n)))
 
 
 def _worse(r, key, by):
@@ -63,7 +73,7 @@ FAIL = {
     "t_tight": lambda r: (_alloc_t_gain(r, 2, 0.001), _alloc_t_gain(r, 5, 0.03)),
     "beats_baselines": lambda r: r["grid"]["nll"].update({(3, "top-p"): r["grid"]["nll"][(3, "alloc-l+t")] - 0.02}),
     "k_base_1": lambda r: r["grid"]["k_base"].update({0: r["grid"]["nll"][(3, "uniform")] - 0.1}),
-    "shallow_more": lambda r: (r["grid"].update(alloc_main=[2, 2, 3, 3, 4, 4]),
+    "shallow_more": lambda r: (r["grid"].update(alloc_main=[2, 2, 3, 3, 4, 4], S_parts=r["grid"]["S_parts"][::-1].copy()),
                                [v.update(alloc=[2, 2, 3, 3, 4, 4]) for v in r["seeds"].values()]),
     "calib_robust": lambda r: r["grid"].update(nll_alt=r["grid"]["nll"][(3, "alloc-l")] + 0.05),
     "speed_prefill": lambda r: _set(r["speed"]["rows"], dict(phase="prefill"), _ratios=[1.05, 1.1, 1.08]),

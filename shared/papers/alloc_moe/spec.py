@@ -73,6 +73,8 @@ SPEC = ParamSpec(
               elem=int, min_len=1, min=0),
         Param("moefy_blocks", int, "MoEfication: calibration blocks (train split of calib_source) for the clustering "
               "and the routers", min=1),
+        # 5% (book): half the 10% experts_matter asks top-1 to cost, so the subject at its native top-k stays
+        # nearer the dense model than the smallest effect the control must see; fixed before any run
         Param("native_margin", float, "K_orig of the MoEfied subject: the smallest k within this relative perplexity "
               "margin of the dense model", min=0.0),
         Param("native_blocks", int, "validation blocks on which K_orig is chosen", min=1),

@@ -28,6 +28,9 @@ from acl26.papers.alloc_moe.moefy import moefy
 from acl26.papers.alloc_moe.spec import (CALIB_SOURCES, CLAIMS, SPEC, _nearest_half,  # noqa: F401  (re-exported:
                                          native_top_k)  # study.SPEC, study.CLAIMS, study.native_top_k)
 
+#: tokens per calibration segment: the unit the bootstrap of the allocation's shape resamples
+SEGMENT = 32
+
 #: the methods compared at every budget, in table order
 METHODS = ("uniform", "lexi", "top-p", "skip", "alloc-l", "alloc-t", "alloc-l+t")
 LABELS = {"uniform": "uniform top-k", "lexi": "LExI-style (data-free per-layer k)", "top-p": "top-p (Dynamic-MoE)",
@@ -172,8 +175,10 @@ def random_blocks(n: int, size: int, vocab: int, seed: int = 0) -> torch.Tensor:
 
 @torch.no_grad()
 def evaluate(model, blocks: torch.Tensor, policy: R.Policy | None, *, batch_blocks: int,
-             per_token: bool = False) -> tuple[np.ndarray, R.Counter]:
-    """Per-block mean next-token NLL (nats) of ``blocks`` under ``policy``, and the activation counter."""
+             per_token: bool = False, segment: int | None = None) -> tuple[np.ndarray, R.Counter]:
+    """Per-block mean next-token NLL (nats) of ``blocks`` under ``policy``, and the activation counter.
+    ``segment``: per-segment means instead, each block's predicted tokens cut into runs of ``segment``
+    (the last may be shorter), block after block: the units a bootstrap over calibration text resamples."""
     import torch.nn.functional as F
 
     model.eval()
@@ -185,7 +190,12 @@ def evaluate(model, blocks: torch.Tensor, policy: R.Policy | None, *, batch_bloc
             x = blocks[i:i + batch_blocks]
             logits = model(input_ids=x).logits[:, :-1].float()
             nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1), reduction="none")
-            out.append(nll.reshape(x.shape[0], -1).mean(dim=1).numpy())
+            nll = nll.reshape(x.shape[0], -1)
+            if segment:  # (blocks, segments), block after block
+                out.append(torch.stack([part.mean(dim=1) for part in torch.split(nll, segment, dim=1)], dim=1)
+                           .reshape(-1).numpy())
+            else:
+                out.append(nll.mean(dim=1).numpy())
     return np.concatenate(out).astype(np.float64), counter
 
 
@@ -197,26 +207,67 @@ def ppl(nll: np.ndarray) -> float:
 # Alloc-L: isolated sensitivity profiling, then the DP
 
 
-def profile_sensitivity(model, calib: torch.Tensor, *, batch_blocks: int, progress: bool = True) -> np.ndarray:
+def profile_sensitivity(model, calib: torch.Tensor, *, batch_blocks: int, progress: bool = True,
+                        segment: int | None = None):
     """Alloc-L's isolated profile S (L, K): S[i, k-1] is the calibration perplexity with layer ``i`` at
     top-``k``, every deeper layer at top-1 and every shallower layer at its native top-k. Layers are
-    profiled deep to shallow; L·K evaluations."""
+    profiled deep to shallow; L·K evaluations.
+
+    With ``segment``, returns ``(S, parts)``: ``parts[i, k-1]`` the mean NLLs of the calibration text's
+    segments of ``segment`` tokens (:func:`evaluate`), so that S can be re-derived on resampled
+    segments (:func:`allocation_bootstrap`); NaN where S is +inf."""
     from tqdm.auto import tqdm
 
     native = R.native_k(model)
     L, K = len(native), max(native)
     S = np.full((L, K), np.nan)
+    parts = None
     jobs = [(i, k) for i in reversed(range(L)) for k in range(native[i], 0, -1)]
     for i, k in tqdm(jobs, desc="Alloc-L profile", disable=not progress, leave=False):
         ks = [native[j] if j < i else 1 for j in range(L)]
         ks[i] = k
-        nll, _ = evaluate(model, calib, R.topk(ks), batch_blocks=batch_blocks)
-        S[i, k - 1] = ppl(nll)
+        nll, _ = evaluate(model, calib, R.topk(ks), batch_blocks=batch_blocks, segment=segment)
+        if segment:
+            if parts is None:
+                parts = np.full((L, K, len(nll)), np.nan)
+            parts[i, k - 1] = nll
+            weights = _segment_weights(calib.shape[1] - 1, segment, calib.shape[0])
+            S[i, k - 1] = math.exp(float(np.average(nll, weights=weights)))
+        else:
+            S[i, k - 1] = ppl(nll)
     # a layer with a smaller native k cannot take more: pad its row so the DP never picks beyond it
     for i in range(L):
         if native[i] < K:
             S[i, native[i]:] = np.inf
-    return S
+    return (S, parts) if segment else S
+
+
+def _segment_weights(tokens: int, segment: int, blocks: int) -> np.ndarray:
+    """Tokens in each segment of :func:`evaluate`'s ``segment`` output (block after block)."""
+    one = [min(segment, tokens - s) for s in range(0, tokens, segment)]
+    return np.tile(np.asarray(one, dtype=np.float64), blocks)
+
+
+def allocation_bootstrap(parts: np.ndarray, weights: np.ndarray, budget: int, fn, *, n_resamples: int,
+                         seed: int = 0, level: float = 0.95) -> stats.Interval:
+    """A percentile bootstrap of ``fn(allocation)`` over the calibration segments of a profile: each
+    resample draws the segments with replacement, re-derives S (the token-weighted mean NLL of the drawn
+    segments, as a perplexity; +inf where the profile has none) and allocates ``budget`` by the DP.
+    The estimate is ``fn`` of the allocation from all the segments."""
+    L, K, n = parts.shape
+    rng = np.random.default_rng(seed)
+
+    def from_idx(ix):
+        w = weights[ix]
+        with np.errstate(invalid="ignore"):
+            S = np.exp((parts[:, :, ix] * w).sum(axis=2) / w.sum())
+        return fn(allocate(np.where(np.isnan(S), np.inf, S), budget))
+
+    est = float(from_idx(np.arange(n)))
+    draws = np.array([from_idx(rng.integers(0, n, n)) for _ in range(n_resamples)], dtype=np.float64)
+    a = (1 - level) / 2
+    lo, hi = (float(v) for v in np.quantile(draws, [a, 1 - a]))
+    return stats.Interval(est, min(lo, est), max(hi, est), level, "bootstrap over calibration segments", n)
 
 
 def allocate(cost: np.ndarray, budget: int) -> list[int]:
@@ -328,13 +379,14 @@ def run_grid(model, tx: dict, params: dict, *, progress: bool = True) -> dict:
             raise ValueError(f"budgets: {k} is not below the native top-k ({min(native)})")
     bb = params["batch_blocks"]
     calib, alt = tx[params["calib_source"]], tx[params["calib_alt"]]
-    S = profile_sensitivity(model, calib, batch_blocks=bb, progress=progress)
+    S, S_parts = profile_sensitivity(model, calib, batch_blocks=bb, progress=progress, segment=SEGMENT)
     S_alt = profile_sensitivity(model, alt, batch_blocks=bb, progress=progress)
     # the calib_matters control: the same profile on random token ids
     S_rand = profile_sensitivity(model, tx["random"], batch_blocks=bb, progress=progress)
     lexi = lexi_costs(model, samples=params["lexi_samples"])
     full_nll, full_counter = evaluate(model, tx["eval"], None, batch_blocks=bb)
-    out = {"native": native, "S": S, "S_alt": S_alt, "S_rand": S_rand, "lexi": lexi, "full_nll": full_nll,
+    out = {"native": native, "S": S, "S_parts": S_parts,
+           "S_weights": _segment_weights(calib.shape[1] - 1, SEGMENT, calib.shape[0]), "S_alt": S_alt, "S_rand": S_rand, "lexi": lexi, "full_nll": full_nll,
            "full_budget": full_counter.experts_per_token(), "nll": {}, "counts": {}, "budget": {}, "alloc": {},
            "thresholds": {}, "load_sim": {}}
     match = tx[params["calib_source"]][: params["match_blocks"]]

@@ -13,7 +13,7 @@ import numpy as np
 from acl26 import claims as C
 from acl26 import stats
 from acl26.papers.alloc_moe.spec import BARELY
-from acl26.papers.alloc_moe.study import LABELS, ppl
+from acl26.papers.alloc_moe.study import LABELS, SEGMENT, allocation_bootstrap, ppl
 
 #: the two scopes of the speed study's stacks: the claims are decided on the first
 MOE_ONLY, WITH_REST = "MoE layers only", "MoE + attention projections + head"
@@ -142,11 +142,21 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
         return float(np.mean(ks_[:h]) - np.mean(ks_[L - h:])) if h else 0.0
 
     per = {s: shallow(r["alloc"]) for s, r in seeds.items()}
-    ledger.record_noisy("shallow_more", per_seed=list(per.values()), point=shallow(al),
-                        shown=f"{shallow(al):+.2f} on the main model (allocation {al})"
-                              + (f"; per seed {per_seed_text(per, '{:+.2f}')}, allocations "
-                                 + ", ".join(f"{s}: {r['alloc']}" for s, r in seeds.items()) if len(per) >= 2 else ""),
-                        note="mean k of the shallower half minus the deeper half, Alloc-L at half budget")
+    if len(per) < 2 and g.get("S_parts") is not None:
+        # one model: the allocation's shape on resampled calibration segments (the profile re-derived)
+        iv = allocation_bootstrap(g["S_parts"], g["S_weights"], kh * L, shallow, n_resamples=nr)
+        ledger.record("shallow_more", iv.estimate, interval=iv,
+                      shown=f"{shallow(al):+.2f} (allocation {al})",
+                      note="mean k of the shallower half minus the deeper half, Alloc-L at half budget; percentile "
+                           f"bootstrap over {iv.n} calibration segments of {SEGMENT} tokens, the profile and the DP re-run "
+                           "on each draw")
+        per = {}
+    if per:
+        ledger.record_noisy("shallow_more", per_seed=list(per.values()), point=shallow(al),
+                            shown=f"{shallow(al):+.2f} on the main model (allocation {al})"
+                                  + (f"; per seed {per_seed_text(per, '{:+.2f}')}, allocations "
+                                     + ", ".join(f"{s}: {r['alloc']}" for s, r in seeds.items()) if len(per) >= 2 else ""),
+                            note="mean k of the shallower half minus the deeper half, Alloc-L at half budget")
     noisy_ratio("calib_robust", g["nll_alt"], nll_of("alloc-l"),
                 shown=f"{ratio(g['nll_alt'], nll_of('alloc-l')):.4f} (allocation {g['alloc_alt']} from the second text "
                       f"vs {al})",
