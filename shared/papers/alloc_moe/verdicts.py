@@ -106,7 +106,7 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
     else:
         shown = ratio_text("alloc-l+t", "uniform")
     noisy_ratio("lt_beats_uniform", nll_of("alloc-l+t"), nll_of("uniform"), per_seed=list(per.values()), shown=shown,
-                note="Alloc-L+T / uniform perplexity at half budget, each seed profiled on its own")
+                note="Alloc-L+T / uniform perplexity at half budget" + (", each seed profiled on its own" if len(per) >= 2 else ""))
     _across_models(ledger, nll_of("alloc-l+t"), nll_of("uniform"), second, nr)
     for cid, m in (("l_helps", "alloc-l"), ("t_helps", "alloc-t")):
         noisy_ratio(cid, nll_of(m), nll_of("uniform"), shown=ratio_text(m, "uniform"),
