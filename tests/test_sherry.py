@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from acl26 import models, training
 from acl26.papers import sherry
+from acl26.papers.sherry import qat as qat_mod
 from acl26.kernels import ternary
 
 
@@ -263,3 +264,49 @@ def test_model_file_writer_refuses_a_foreign_file_and_a_bad_model(tmp_path):
         with pytest.raises(ValueError, match=r"model\.layers\.0\.mlp\.down_proj\.weight.*finite"):
             modelfile.save_model(model, tmp_path / f"nan-{weights}.safetensors", weights)
     assert not list(tmp_path.glob("nan-*"))
+
+
+def test_absmean_per_row_scales_each_row_by_its_own_mean():
+    g = torch.Generator().manual_seed(3)
+    w = torch.randn(6, 16, generator=g) * torch.tensor([0.1, 1, 10, 0.5, 2, 3])[:, None]
+    t, s = sherry.absmean(w, per_row=True)
+    assert s.shape == (6,) and torch.allclose(s, w.abs().mean(dim=1))
+    for r in range(6):  # each row alone is the per-tensor quantizer of that row
+        tr, sr = sherry.absmean(w[r:r + 1])
+        assert torch.equal(t[r], tr[0]) and torch.isclose(s[r], sr)
+    q = qat_mod.quantize(w, "absmean_row")
+    assert torch.equal(q, t * s[:, None])
+    # one scale per tensor squeezes a small-magnitude row to zeros; per row it keeps its signs
+    assert (sherry.absmean(w)[0][0] == 0).float().mean() > 0.9 and (t[0] == 0).float().mean() < 0.6
+    with pytest.raises(ValueError, match="finite"):
+        sherry.absmean(torch.tensor([[float("nan"), 1.0]]), per_row=True)
+
+
+def test_wrap_blocks_quantizes_only_those_blocks():
+    model = sherry.wrap(tiny_model(), "absmean_row", blocks=[1])
+    kinds = {n: type(m).__name__ for n, m in sherry.quantized_layers(model)}
+    assert kinds and all((v == "QuantLinear") == (".layers.1." in n) for n, v in kinds.items())
+    assert [n for n, _ in sherry.quantized_layers(model, [1])] == [n for n in kinds if ".layers.1." in n]
+    for bad in ([], [1, 1], [2], [-1]):
+        with pytest.raises(ValueError, match="blocks"):
+            sherry.wrap(tiny_model(), "sparse34", blocks=bad)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        sherry.wrap(tiny_model(), "absmean_col")
+
+
+def test_model_file_round_trips_a_row_scaled_absmean_model(tmp_path):
+    from acl26.papers.sherry import modelfile
+
+    model = _trained_like("absmean_row")
+    path = modelfile.save_model(model, tmp_path / "m.safetensors", "i2")
+    assert modelfile.verify(model, path)["exact"]
+    mf = modelfile.load_model(path)
+    for name, layer in sherry.quantized_layers(model):
+        t, s = sherry.absmean(layer.weight, per_row=True)
+        T, scale = mf.ternary(name)
+        assert scale.shape == (layer.out_features,) and np.array_equal(T, t.numpy().astype(np.int8))
+        assert np.array_equal(scale, s.detach().numpy())
+    x = torch.randint(0, 128, (2, 16))
+    with torch.no_grad():
+        torch.testing.assert_close(modelfile.model_from_file(path)(x).logits, _bf16_rest(model)(x).logits,
+                                   atol=1e-5, rtol=1e-5)

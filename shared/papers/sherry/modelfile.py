@@ -28,7 +28,7 @@ giving the length of a JSON header, the header (every tensor's dtype, shape and 
   the embedding's name (``tied`` says so).
 
 ``__metadata__``: ``"acl26"`` = :data:`MAGIC`; ``"weights"`` (the format); ``"quantized"`` (JSON:
-layer name -> ``{"shape": [out, in], "mode": "sparse34" | "absmean", "bias": bool}``); ``"tied"``
+layer name -> ``{"shape": [out, in], "mode": "sparse34" | "absmean" | "absmean_row", "bias": bool}``); ``"tied"``
 (JSON: alias -> stored name); ``"config"`` (the model's transformers config, JSON); ``"sha256"``,
 the hex SHA-256 over the tensors in name order, each as ``name|dtype|shape|`` followed by its raw
 bytes. :func:`load_model` refuses, with a one-line ``ValueError`` naming the file, a file that is not
@@ -114,7 +114,7 @@ def _layer_ternary(module) -> tuple[torch.Tensor, torch.Tensor, str]:
     hit = _TERNARY.get(module)
     if hit is not None and hit[0]() is w and hit[1] == key:  # the same tensor object, unchanged since
         return hit[2]
-    t, s = qat.sparse34(w) if module.mode == "sparse34" else qat.absmean(w)
+    t, s = qat.ternarize(w, module.mode)
     out = (t.to(torch.int8), s.detach().to(torch.float32), module.mode)
     _TERNARY[module] = (weakref.ref(w), key, out)
     return out
@@ -224,7 +224,7 @@ def load_model(path) -> ModelFile:
         if weights == "bf16":
             need = {f"{name}.weight": (torch.bfloat16, (rows, cols))}
         else:
-            need = {f"{name}.scale": (torch.float32, (rows,) if info["mode"] == "sparse34" else ())}
+            need = {f"{name}.scale": (torch.float32, (rows,) if info["mode"] in qat.ROW_SCALED else ())}
         for key, (dtype, shape) in need.items():
             t = tensors.get(key)
             if t is None or t.dtype != dtype or tuple(t.shape) != shape:

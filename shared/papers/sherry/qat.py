@@ -5,7 +5,9 @@ The packed formats and kernels are :mod:`acl26.kernels.ternary`; this module is 
 * :func:`sparse34` -- the 3:4 quantizer in torch (Sparse-AbsMean: per group of 4 inputs the
   smallest |w| becomes 0, the others ``sign(w)``; scale = mean |w| of the kept weights per output
   row), identical to :func:`acl26.kernels.ternary.sparse_ternarize`;
-* :func:`absmean` -- BitNet b1.58's absmean ternary quantizer (1.58-bit), for comparison;
+* :func:`absmean` -- BitNet b1.58's absmean ternary quantizer (1.58-bit), for comparison: one
+  scale per tensor, or, with ``per_row=True`` (mode ``"absmean_row"``), one per output row, the
+  granularity of 3:4's scale;
 * :class:`QuantLinear` -- a ``Linear`` whose forward uses the quantized weight with a
   straight-through estimator, plus the **Arenas** residual ``lambda_t * W``:
   ``y = x [Q(W) + lambda_t W]^T``;
@@ -31,7 +33,9 @@ from torch import nn
 
 from acl26 import checks, training
 
-MODES = ("fp", "absmean", "sparse34")
+MODES = ("fp", "absmean", "absmean_row", "sparse34")
+#: the ternary modes whose scale is one per output row (the others: one per tensor)
+ROW_SCALED = ("absmean_row", "sparse34")
 
 
 def _check_finite(w: torch.Tensor, name: str = "w") -> None:
@@ -58,24 +62,34 @@ def sparse34(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return t.reshape(out_f, in_f), scale
 
 
-def absmean(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """BitNet b1.58 ternary ``(T, scale)``: ``clip(round(W / g), -1, 1)``, ``g = max(mean|W|, 1e-5)`` (scalar).
+def absmean(w: torch.Tensor, per_row: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """BitNet b1.58 ternary ``(T, scale)``: ``clip(round(W / g), -1, 1)``, ``g = max(mean|W|, 1e-5)``: a
+    scalar, or with ``per_row`` one per output row, shape ``(out,)`` (the mean over that row).
 
     NaN or inf in ``w`` raises."""
     _check_finite(w)
-    g = w.detach().abs().mean().clamp_min(1e-5)
+    a = w.detach().abs()
+    if per_row:
+        g = a.mean(dim=1).clamp_min(1e-5)
+        return torch.clamp(torch.round(w.detach() / g[:, None]), -1, 1), g
+    g = a.mean().clamp_min(1e-5)
     return torch.clamp(torch.round(w.detach() / g), -1, 1), g
+
+
+def ternarize(w: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(T, scale)`` of ``w`` under the ternary ``mode``: ``"sparse34"`` (:func:`sparse34`),
+    ``"absmean"`` or ``"absmean_row"`` (:func:`absmean` per tensor or per row). NaN or inf raises."""
+    if mode == "sparse34":
+        return sparse34(w)
+    if mode in ("absmean", "absmean_row"):
+        return absmean(w, per_row=mode == "absmean_row")
+    raise ValueError(f"mode must be one of {MODES[1:]}, got {mode!r}")
 
 
 def quantize(w: torch.Tensor, mode: str) -> torch.Tensor:
     """The dequantized weight ``scale * T`` for ``mode`` (NaN or inf in ``w`` raises)."""
-    if mode == "sparse34":
-        t, s = sparse34(w)
-        return t * s[:, None]
-    if mode == "absmean":
-        t, s = absmean(w)
-        return t * s
-    raise ValueError(f"mode must be one of {MODES[1:]}, got {mode!r}")
+    t, s = ternarize(w, mode)
+    return t * (s[:, None] if s.dim() else s)
 
 
 def arenas_lambda(step: int, total: int, warmup_frac: float = 0.1) -> float:
@@ -117,15 +131,27 @@ class QuantLinear(nn.Linear):
         return f"{super().extra_repr()}, mode={self.mode}"
 
 
-def quantized_layers(model) -> list[tuple[str, nn.Module]]:
-    """The linear layers of the decoder blocks (embeddings and the output head stay full precision)."""
+def quantized_layers(model, blocks=None) -> list[tuple[str, nn.Module]]:
+    """The linear layers of the decoder blocks (embeddings and the output head stay full precision);
+    with ``blocks`` (decoder layer indices), of those blocks only."""
+    keep = None if blocks is None else {f".layers.{i}." for i in blocks}
     return [(n, m) for n, m in model.named_modules()
-            if isinstance(m, nn.Linear) and ".layers." in n and "lm_head" not in n]
+            if isinstance(m, nn.Linear) and ".layers." in n and "lm_head" not in n
+            and (keep is None or any(k in n + "." for k in keep))]
 
 
-def wrap(model, mode: str):
-    """Replace every decoder-block ``Linear`` by a :class:`QuantLinear` of ``mode`` sharing its parameters."""
-    for name, lin in quantized_layers(model):
+def wrap(model, mode: str, blocks=None):
+    """Replace every decoder-block ``Linear`` (of ``blocks`` only, when given: decoder layer indices,
+    e.g. a contiguous run trained while the rest stays in full precision) by a :class:`QuantLinear`
+    of ``mode`` sharing its parameters."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if blocks is not None:
+        n = len(getattr(getattr(model, "model", None), "layers", []))
+        blocks = [checks.integer("blocks", b, 0, n - 1) for b in blocks]
+        if not blocks or len(set(blocks)) != len(blocks):
+            raise ValueError(f"blocks must name distinct decoder layers, at least one, got {blocks}")
+    for name, lin in quantized_layers(model, blocks):
         q = QuantLinear(lin.in_features, lin.out_features, lin.bias is not None, mode)
         q.weight = lin.weight
         if lin.bias is not None:
@@ -148,8 +174,7 @@ def effective_rank(g: torch.Tensor) -> float:
 
 def ternary_state(w: torch.Tensor, mode: str) -> torch.Tensor:
     """The int8 ternary state (-1, 0, +1) of each weight under ``mode`` (NaN or inf in ``w`` raises)."""
-    t = sparse34(w)[0] if mode == "sparse34" else absmean(w)[0]
-    return t.to(torch.int8)
+    return ternarize(w, mode)[0].to(torch.int8)
 
 
 class QATMonitor(training.Monitor):
