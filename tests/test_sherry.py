@@ -310,3 +310,25 @@ def test_model_file_round_trips_a_row_scaled_absmean_model(tmp_path):
     with torch.no_grad():
         torch.testing.assert_close(modelfile.model_from_file(path)(x).logits, _bf16_rest(model)(x).logits,
                                    atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("weights", ["sherry", "i2"])
+def test_a_partly_wrapped_model_packs_and_saves_its_wrapped_blocks_only(tmp_path, weights):
+    """QAT of a subset of blocks: the other blocks stay full precision in the file and in to_packed."""
+    import copy
+
+    from acl26.papers.sherry import modelfile
+
+    model = sherry.wrap(tiny_model(), "sparse34", blocks=[1]).eval()
+    assert {n.split(".")[2] for n, _ in sherry.quantized_layers(model)} == {"1"}
+    path = modelfile.save_model(model, tmp_path / "m.safetensors", weights)
+    assert modelfile.verify(model, path)["exact"] and modelfile.verify(model, path)["layers"] == 7
+    x = torch.randint(0, 128, (2, 16))
+    with torch.no_grad():
+        torch.testing.assert_close(modelfile.model_from_file(path)(x).logits, _bf16_rest(model)(x).logits,
+                                   atol=1e-5, rtol=1e-5)
+        packed = sherry.to_packed(copy.deepcopy(model))
+        assert sum(isinstance(m, sherry.PackedLinear) for m in packed.modules()) == 7
+        torch.testing.assert_close(packed(x).logits, model(x).logits, atol=1e-4, rtol=1e-4)
+    with pytest.raises(ValueError, match="blocks must be a sequence"):
+        sherry.wrap(tiny_model(), "sparse34", blocks=1)

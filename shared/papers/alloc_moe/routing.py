@@ -324,7 +324,9 @@ def route_scores(gate, logits: torch.Tensor, indices: torch.Tensor,
     experts are summed unweighted, every weight 1) routes by a non-negative score per expert, its
     logit (the expert's predicted activation mass): the scores are those, clamped at 0, and the
     logits their logarithm, so that top-p and the routing entropy read each expert's share of the
-    token's total score rather than a softmax of it."""
+    token's total score rather than a softmax of it. Skipping compares each score with the token's top
+    one, and Alloc-T pools the raw scores across the batch's tokens: a candidate's predicted mass,
+    which is what its unweighted output adds to the token, not its share of the token's total."""
     if not getattr(gate, "scores_are_logits", False):
         return logits, weights
     mass = logits.float().clamp_min(0.0)

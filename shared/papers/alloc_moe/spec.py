@@ -17,6 +17,8 @@ from acl26.checks import SEED_MAX
 from acl26.params import Param, ParamSpec, folder_with
 
 CALIB_SOURCES = ("sotu", "shakespeare", "moby-dick")
+#: SmolLM2-135M's shape, for checking the MoEfication parameters before it loads
+SMOLLM2_MLP_WIDTH, SMOLLM2_LAYERS = 1536, 30
 
 
 def native_top_k(params: dict) -> int | None:
@@ -71,13 +73,13 @@ SPEC = ParamSpec(
               min=2),
         Param("moefy_layers", list, "MoEfication: the decoder layers converted (0 = shallowest); the others stay dense",
               elem=int, min_len=1, min=0),
-        Param("moefy_blocks", int, "MoEfication: calibration blocks (train split of calib_source) for the clustering "
-              "and the routers", min=1),
+        Param("moefy_blocks", int, "MoEfication: validation blocks (apart from native_blocks) on which the experts are "
+              "clustered and the routers fitted", min=1),
         # 5% (book): half the 10% experts_matter asks top-1 to cost, so the subject at its native top-k stays
         # nearer the dense model than the smallest effect the control must see; fixed before any run
         Param("native_margin", float, "K_orig of the MoEfied subject: the smallest k within this relative perplexity "
               "margin of the dense model", min=0.0),
-        Param("native_blocks", int, "validation blocks on which K_orig is chosen", min=1),
+        Param("native_blocks", int, "validation blocks on which K_orig is chosen (apart from moefy_blocks)", min=1),
         Param("seeds", list, "training seeds of the trained MoE (models page), the second subject's half-budget headline",
               elem=int, min_len=1, min=0, max=SEED_MAX),
         Param("budgets", list, "budgets as uniform-equivalent k (budget = k x layers), each below the native top-k",
@@ -118,6 +120,13 @@ SPEC = ParamSpec(
         ("k_base_sweep needs a value at or below the half budget (the one of budgets nearest half the native top-k)",
          _k_base_sweep_reaches_half),
         ("calib_alt must differ from calib_source", lambda p: p["calib_alt"] != p["calib_source"]),
+        # the MoEfied subject's K_orig is at most its expert count, and its experts split SmolLM2's MLPs evenly
+        ("budgets must each be below moefy_experts (the MoEfied subject's native top-k is at most its expert count)",
+         lambda p: bool(p["checkpoint"]) or max(p["budgets"]) < p["moefy_experts"]),
+        (f"moefy_experts must divide SmolLM2-135M's MLP width ({SMOLLM2_MLP_WIDTH})",
+         lambda p: bool(p["checkpoint"]) or SMOLLM2_MLP_WIDTH % p["moefy_experts"] == 0),
+        ("moefy_layers must lie within SmolLM2-135M's 30 decoder layers",
+         lambda p: bool(p["checkpoint"]) or max(p["moefy_layers"]) < SMOLLM2_LAYERS),
         # the thresholds are matched on the first match_blocks of the calibration blocks
         ("match_blocks must not exceed calib_blocks", lambda p: p["match_blocks"] <= p["calib_blocks"]),
     ),

@@ -75,18 +75,21 @@ def main_subject(params: dict, progress: bool = True):
         model, tok = models.smollm2()
         what = "SmolLM2-135M-Instruct"
     model.eval()
-    n = len(model.model.layers) if hasattr(getattr(model, "model", None), "layers") else 0
+    if not hasattr(getattr(model, "model", None), "layers"):
+        raise ValueError(f"checkpoint: {what} is neither a MoE nor a LLaMA-family causal LM (model.model.layers), "
+                         f"got {type(model).__name__}")
+    n = len(model.model.layers)
     bad = [i for i in params["moefy_layers"] if i >= n]
     if bad:
         raise ValueError(f"moefy_layers: {what} has {n} decoder layers, got {bad}")
     size = block_size(params, model)
-    calib = calibration_blocks(tok, params["calib_source"], params["moefy_blocks"], size)
+    native_val, moefy_val = heldout_blocks(tok, size, params["native_blocks"], params["moefy_blocks"])
     t0 = time.perf_counter()
-    moe = moefy(model, params["moefy_experts"], calib, top_k=params["moefy_experts"], layers=params["moefy_layers"],
+    moe = moefy(model, params["moefy_experts"], moefy_val, top_k=params["moefy_experts"], layers=params["moefy_layers"],
                 batch=params["batch_blocks"])
     del model
-    val = torch.from_numpy(corpus_mod.load_corpus(tok, block_size=size).blocks("validation")[: params["native_blocks"]])
-    k, table = choose_native_k(moe, val, params["native_margin"], batch_blocks=params["batch_blocks"], progress=progress)
+    k, table = choose_native_k(moe, native_val, params["native_margin"], batch_blocks=params["batch_blocks"],
+                               progress=progress)
     if max(params["budgets"], default=0) >= k:
         raise ValueError(f"budgets: each must be below the MoEfied subject's native top-k, which is {k} "
                          f"(the smallest k within {params['native_margin']:.0%} of the dense model); got {params['budgets']}")
@@ -135,6 +138,21 @@ def block_size(params: dict, model, *, shared: bool = False) -> int:
     if shared:
         return int(zoo.SPEC.resolve(params["models_profile"])["block_size"])
     return int(min(256, getattr(model.config, "max_position_embeddings", 256) or 256))
+
+
+def heldout_blocks(tok, size: int, n_native: int, n_moefy: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two disjoint sets of blocks spread evenly over the corpus's **validation** split: ``n_native`` on
+    which K_orig is chosen and ``n_moefy`` on which the experts and routers are fitted. Neither the
+    profiles and thresholds (train split) nor the scoring (test split) see them. ValueError, naming
+    them, when the split has too few blocks."""
+    blocks = corpus_mod.load_corpus(tok, block_size=size).blocks("validation")
+    if len(blocks) < n_native + n_moefy:
+        raise ValueError(f"native_blocks + moefy_blocks: the validation split has {len(blocks)} blocks of {size} "
+                         f"tokens, got {n_native} + {n_moefy}")
+    native = np.unique(np.linspace(0, len(blocks) - 1, n_native).round().astype(int))
+    rest = np.setdiff1d(np.arange(len(blocks)), native)
+    fit = rest[np.unique(np.linspace(0, len(rest) - 1, n_moefy).round().astype(int))]
+    return torch.from_numpy(blocks[native]), torch.from_numpy(blocks[fit])
 
 
 def calibration_blocks(tok, source: str, n: int, size: int) -> torch.Tensor:

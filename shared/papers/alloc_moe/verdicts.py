@@ -25,11 +25,15 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
     ``results``: ``grid`` (``study.run_grid`` on the main model: ``native``, ``nll`` {(k, method):
     per-block NLLs}, ``budget`` {(k, method): measured Σk}, ``alloc``, ``alloc_main``, ``half``,
     ``k_base`` {K_base: NLLs}, ``nll_alt`` / ``alloc_alt`` (Alloc-L profiled on the second text),
-    ``nll_rand`` / ``alloc_rand`` (profiled on random token ids), ``full_nll``, ``top1_nll``),
-    ``seeds`` ({seed: ``study.headline_seed``}, the main model included), ``speed`` (``study.speed_study``,
-    or None with ``speed_reason``), ``n_resamples``.
+    ``nll_rand`` / ``alloc_rand`` (profiled on random token ids), ``full_nll``, ``top1_nll``, and
+    ``S_parts`` / ``S_weights``, the profile's calibration segments, for ``shallow_more`` on one model),
+    ``seeds`` ({seed: ``study.headline_seed``} of the main subject: one model, key None, read off its
+    grid; several where the subject has training seeds), ``second`` ({"seeds": {seed: headline}} of the
+    trained MoE, the second subject of ``across_models``; absent: those two rows untested), ``speed``
+    (``study.speed_study``, or None with ``speed_reason``), ``n_resamples``.
 
-    The controls are decided first: ``experts_matter`` (every quality claim names it),
+    The controls are decided first: ``experts_matter`` (every quality claim names it), ``experts_matter_trained``
+    (``across_models``),
     ``k_base_matters`` (k_base_1) and ``calib_matters`` (calib_robust); a claim whose control does not
     hold is not testable here. Noisy figures follow the one rule (:meth:`acl26.claims.Ledger.record_noisy`):
     the t-interval over seeds where every seed measured the figure (the headline, experts_matter,
@@ -146,7 +150,7 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
         # one model: the allocation's shape on resampled calibration segments (the profile re-derived)
         iv = allocation_bootstrap(g["S_parts"], g["S_weights"], kh * L, shallow, n_resamples=nr)
         ledger.record("shallow_more", iv.estimate, interval=iv,
-                      shown=f"{shallow(al):+.2f} (allocation {al})",
+                      shown=f"{iv.estimate:+.2f} (allocation {al})",
                       note="mean k of the shallower half minus the deeper half, Alloc-L at half budget; percentile "
                            f"bootstrap over {iv.n} calibration segments of {SEGMENT} tokens, the profile and the DP re-run "
                            "on each draw")

@@ -131,13 +131,21 @@ class QuantLinear(nn.Linear):
         return f"{super().extra_repr()}, mode={self.mode}"
 
 
-def quantized_layers(model, blocks=None) -> list[tuple[str, nn.Module]]:
-    """The linear layers of the decoder blocks (embeddings and the output head stay full precision);
-    with ``blocks`` (decoder layer indices), of those blocks only."""
+def _block_linears(model, blocks=None) -> list[tuple[str, nn.Module]]:
     keep = None if blocks is None else {f".layers.{i}." for i in blocks}
     return [(n, m) for n, m in model.named_modules()
             if isinstance(m, nn.Linear) and ".layers." in n and "lm_head" not in n
             and (keep is None or any(k in n + "." for k in keep))]
+
+
+def quantized_layers(model, blocks=None) -> list[tuple[str, nn.Module]]:
+    """The linear layers of the decoder blocks (embeddings and the output head stay full precision);
+    with ``blocks`` (decoder layer indices), of those blocks only. In a model partly wrapped
+    (:func:`wrap` with ``blocks``), the wrapped layers only: the others stay in full precision."""
+    layers = _block_linears(model, blocks)
+    if any(isinstance(m, QuantLinear) for _, m in layers):
+        return [(n, m) for n, m in layers if isinstance(m, QuantLinear)]
+    return layers
 
 
 def wrap(model, mode: str, blocks=None):
@@ -147,11 +155,13 @@ def wrap(model, mode: str, blocks=None):
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if blocks is not None:
+        if isinstance(blocks, (str, bytes)) or not hasattr(blocks, "__iter__"):
+            raise ValueError(f"blocks must be a sequence of decoder layer indices, got {blocks!r}")
         n = len(getattr(getattr(model, "model", None), "layers", []))
         blocks = [checks.integer("blocks", b, 0, n - 1) for b in blocks]
         if not blocks or len(set(blocks)) != len(blocks):
             raise ValueError(f"blocks must name distinct decoder layers, at least one, got {blocks}")
-    for name, lin in quantized_layers(model, blocks):
+    for name, lin in [(n, m) for n, m in _block_linears(model, blocks) if not isinstance(m, QuantLinear)]:
         q = QuantLinear(lin.in_features, lin.out_features, lin.bias is not None, mode)
         q.weight = lin.weight
         if lin.bias is not None:
