@@ -29,3 +29,16 @@ def test_layout_table_covers_the_top_level():
     top = {p.name for p in ROOT.iterdir() if not p.name.startswith(".") and p.name not in
            ("README.md", "LICENSE", "_build", "build", "dist", "venv") and not p.name.endswith(".egg-info")}
     assert top <= named, f"top-level entries missing from README's layout table: {sorted(top - named)}"
+
+
+def test_licence_and_citation_agree_with_pyproject():
+    import tomllib
+
+    import yaml
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert cff["cff-version"] == "1.2.0" and cff["title"].startswith(project["name"]) and cff["authors"]
+    assert cff["license"] == project["license"] == "Apache-2.0" and cff["version"] == project["version"]
+    text = (ROOT / "LICENSE").read_text()
+    assert text.split()[:4] == ["Apache", "License", "Version", "2.0,"] and "END OF TERMS AND CONDITIONS" in text
