@@ -297,8 +297,12 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
     torch.manual_seed(train_config.seed)
     model = init() if init is not None else _build(model_config, train_config.seed)
     model.train()
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "norm" not in n]
-    no_decay = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "norm" not in n)]
+    # only what init() left trainable is optimised (e.g. QAT of some blocks, the rest frozen: requires_grad False)
+    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    if not trainable:
+        raise ValueError(f"{name}: the model to train has no trainable parameters (every requires_grad is False)")
+    decay = [p for n, p in trainable if p.ndim >= 2 and "norm" not in n]
+    no_decay = [p for n, p in trainable if not (p.ndim >= 2 and "norm" not in n)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": train_config.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=train_config.lr, betas=train_config.betas)
@@ -379,10 +383,12 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
 
     val_loss = evaluate_loss(model, val_blocks, labels=val_labels)
     n_params = sum(p.numel() for p in model.parameters())
+    n_trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
     train_log = {
         "name": name, "key": key, "history": history, "seconds": round(elapsed, 1),
         "tokens_seen": train_config.steps * train_config.batch_size * train_blocks.shape[1],
-        "train_config": dataclasses.asdict(train_config), "params": n_params, "resumed_from": resumed_from,
+        "train_config": dataclasses.asdict(train_config), "params": n_params, "trained_params": n_trained,
+        "resumed_from": resumed_from,
         "precision": "bf16 autocast" if use_bf16 else "fp32",
         "final": {"val_loss": val_loss, "val_ppl": math.exp(val_loss), "val_blocks": len(val_blocks),
                   "val_tokens": int(val_blocks.numel())},

@@ -215,3 +215,35 @@ def test_supervised_fine_tuning_takes_the_loss_on_labelled_positions_only(cache,
     with pytest.raises(ValueError, match="train_labels must have the shape"):
         training.train(tiny_dense(), cfg, train_x, val_x, name="sft", data_fingerprint="t",
                        train_labels=labels[:, :5], progress=False)
+
+
+def test_only_the_parameters_init_leaves_trainable_are_trained(cache, blocks):
+    """Training some blocks with the rest frozen (as QAT of a block subset does): the frozen tensors come
+    out bit for bit as they went in, and the log counts what was trained."""
+    train_x, val_x = blocks
+    start = training._build(tiny_dense(), 0)
+    frozen0 = {n: p.detach().clone() for n, p in start.named_parameters() if ".layers.1." not in n}
+
+    def init():
+        m = training._build(tiny_dense(), 0)
+        for n, p in m.named_parameters():
+            p.requires_grad_(".layers.1." in n)
+        return m
+
+    cfg = training.TrainConfig(steps=6, batch_size=4, lr=3e-3, eval_every=3, checkpoint_every=10)
+    r = training.train(tiny_dense(), cfg, train_x, val_x, name="part", data_fingerprint="t", init=init, progress=False,
+                       key_extra={"trained": "layers.1"})
+    got = dict(r.model.named_parameters())
+    assert all(torch.equal(got[n], t) for n, t in frozen0.items())
+    moved = [n for n, p in got.items() if ".layers.1." in n and not torch.equal(p, dict(start.named_parameters())[n])]
+    assert moved and 0 < r.log["trained_params"] < r.log["params"]
+
+    def none():
+        m = training._build(tiny_dense(), 0)
+        for p in m.parameters():
+            p.requires_grad_(False)
+        return m
+
+    with pytest.raises(ValueError, match="no trainable parameters"):
+        training.train(tiny_dense(), cfg, train_x, val_x, name="none", data_fingerprint="t", init=none, progress=False,
+                       key_extra={"trained": "nothing"})
