@@ -93,6 +93,19 @@ def seed(name: str, value: Any) -> int:
     return integer(name, value, 0, SEED_MAX)
 
 
+def layer_indices(name: str, value: Any, n: int) -> list[int]:
+    """``value`` as sorted, distinct decoder-layer indices in ``0 … n-1``: a non-empty sequence of integers
+    (a string or a bare number is refused), each named in the one-line error by ``name``."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise ValueError(f"{name} must be a sequence of layer indices, got {value!r}")
+    out = [integer(name, i, 0, n - 1) for i in value]
+    if not out:
+        raise ValueError(f"{name} must name at least one layer, got an empty sequence")
+    if len(set(out)) != len(out):
+        raise ValueError(f"{name} must not repeat a layer, got {list(value)}")
+    return sorted(out)
+
+
 def _bounds(lo, hi, lo_open: bool = False, hi_open: bool = False) -> str:
     parts = []
     if lo is not None:

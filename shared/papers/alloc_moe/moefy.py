@@ -109,7 +109,7 @@ def _mlps(model, layers=None) -> tuple[list[int], list[nn.Module]]:
     decoder = getattr(getattr(model, "model", None), "layers", None)
     if decoder is None:
         raise ValueError(f"model must be a LLaMA-family causal LM (model.model.layers), got {type(model).__name__}")
-    which = _layers(layers, len(decoder))
+    which = list(range(len(decoder))) if layers is None else checks.layer_indices("layers", layers, len(decoder))
     mlps = [decoder[i].mlp for i in which]
     for i, m in zip(which, mlps):
         if not all(isinstance(getattr(m, n, None), nn.Linear) for n in ("gate_proj", "up_proj", "down_proj")) \
@@ -117,20 +117,6 @@ def _mlps(model, layers=None) -> tuple[list[int], list[nn.Module]]:
             raise ValueError(f"model: layer {i}'s MLP is not a dense SwiGLU MLP (gate_proj, up_proj, down_proj, act_fn), "
                              f"got {type(m).__name__}")
     return which, mlps
-
-
-def _layers(layers, n: int) -> list[int]:
-    """The decoder layers to convert, checked: every one by default, else distinct indices in 0 … n-1."""
-    if layers is None:
-        return list(range(n))
-    if isinstance(layers, (str, bytes)) or not hasattr(layers, "__iter__"):
-        raise ValueError(f"layers must be a sequence of layer indices, got {type(layers).__name__}")
-    out = [checks.integer("layers", i, 0, n - 1) for i in layers]
-    if not out:
-        raise ValueError("layers must name at least one layer, got an empty sequence")
-    if len(set(out)) != len(out):
-        raise ValueError(f"layers must not repeat a layer, got {list(layers)}")
-    return sorted(out)
 
 
 def _calibration(calibration, vocab: int) -> torch.Tensor:

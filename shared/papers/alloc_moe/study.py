@@ -240,6 +240,7 @@ def profile_sensitivity(model, calib: torch.Tensor, *, batch_blocks: int, progre
     L, K = len(native), max(native)
     S = np.full((L, K), np.nan)
     parts = None
+    weights = _segment_weights(calib.shape[1] - 1, segment, calib.shape[0]) if segment else None
     jobs = [(i, k) for i in reversed(range(L)) for k in range(native[i], 0, -1)]
     for i, k in tqdm(jobs, desc="Alloc-L profile", disable=not progress, leave=False):
         ks = [native[j] if j < i else 1 for j in range(L)]
@@ -249,7 +250,6 @@ def profile_sensitivity(model, calib: torch.Tensor, *, batch_blocks: int, progre
             if parts is None:
                 parts = np.full((L, K, len(nll)), np.nan)
             parts[i, k - 1] = nll
-            weights = _segment_weights(calib.shape[1] - 1, segment, calib.shape[0])
             S[i, k - 1] = math.exp(float(np.average(nll, weights=weights)))
         else:
             S[i, k - 1] = ppl(nll)
@@ -403,8 +403,8 @@ def run_grid(model, tx: dict, params: dict, *, progress: bool = True) -> dict:
     S_rand = profile_sensitivity(model, tx["random"], batch_blocks=bb, progress=progress)
     lexi = lexi_costs(model, samples=params["lexi_samples"])
     full_nll, full_counter = evaluate(model, tx["eval"], None, batch_blocks=bb)
-    out = {"native": native, "S": S, "S_parts": S_parts,
-           "S_weights": _segment_weights(calib.shape[1] - 1, SEGMENT, calib.shape[0]), "S_alt": S_alt, "S_rand": S_rand, "lexi": lexi, "full_nll": full_nll,
+    out = {"native": native, "S": S, "S_parts": S_parts, "S_weights": _segment_weights(calib.shape[1] - 1, SEGMENT, len(calib)),
+           "S_alt": S_alt, "S_rand": S_rand, "lexi": lexi, "full_nll": full_nll,
            "full_budget": full_counter.experts_per_token(), "nll": {}, "counts": {}, "budget": {}, "alloc": {},
            "thresholds": {}, "load_sim": {}}
     match = tx[params["calib_source"]][: params["match_blocks"]]

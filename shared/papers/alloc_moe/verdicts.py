@@ -60,22 +60,23 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
         return ledger.record_noisy(cid, per_seed=per_seed, paired=(a, b), statistic="ppl_ratio", n_resamples=nr,
                                    shown=shown, note=note, needs=needs)
 
+    def top1_control(cid, heads, a, b, extra="", note=""):
+        """experts_matter on one subject: uniform top-1 against the native top-k, over its seeds' headlines
+        (``heads``) where it has several, else on the paired blocks ``a`` (top-1) and ``b`` (native)."""
+        per = {s: ratio(r["top1"], r["full"]) for s, r in heads.items()}
+        lead = (f"{np.mean(list(per.values())):.3f}× mean over seeds ({per_seed_text(per, '{:.3f}')})" if len(per) >= 2
+                else f"{ratio(a, b):.3f}×")
+        noisy_ratio(cid, a, b, per_seed=list(per.values()), shown=lead + extra, note=note)
+
     # ---- controls
-    per = {s: ratio(r["top1"], r["full"]) for s, r in seeds.items()}
-    main = ratio(g["top1_nll"], g["full_nll"])
-    lead = f"{np.mean(list(per.values())):.3f}× mean over seeds ({per_seed_text(per, '{:.3f}')})" if len(per) >= 2 \
-        else f"{main:.3f}×"
-    noisy_ratio("experts_matter", g["top1_nll"], g["full_nll"], per_seed=list(per.values()),
-                shown=lead + f"; main model: top-1 ppl {ppl(g['top1_nll']):.2f} vs native {ppl(g['full_nll']):.2f}",
-                note="uniform top-1 against the native top-k, held-out blocks")
+    top1_control("experts_matter", seeds, g["top1_nll"], g["full_nll"],
+                 extra=f"; main model: top-1 ppl {ppl(g['top1_nll']):.2f} vs native {ppl(g['full_nll']):.2f}",
+                 note="uniform top-1 against the native top-k, held-out blocks")
     second = (results.get("second") or {}).get("seeds") or {}
     if second:
-        per2 = {s: ratio(r["top1"], r["full"]) for s, r in second.items()}
         first = next(iter(second.values()))
-        noisy_ratio("experts_matter_trained", first["top1"], first["full"], per_seed=list(per2.values()),
-                    shown=(f"{np.mean(list(per2.values())):.3f}× mean over seeds ({per_seed_text(per2, '{:.3f}')})"
-                           if len(per2) >= 2 else f"{next(iter(per2.values())):.3f}×"),
-                    note="the trained MoE: uniform top-1 against the native top-k, held-out blocks")
+        top1_control("experts_matter_trained", second, first["top1"], first["full"],
+                     note="the trained MoE: uniform top-1 against the native top-k, held-out blocks")
     else:
         ledger.untested("experts_matter_trained", "the second subject (the trained MoE) was not run")
     kb = g["k_base"]

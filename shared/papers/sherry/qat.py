@@ -155,12 +155,7 @@ def wrap(model, mode: str, blocks=None):
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if blocks is not None:
-        if isinstance(blocks, (str, bytes)) or not hasattr(blocks, "__iter__"):
-            raise ValueError(f"blocks must be a sequence of decoder layer indices, got {blocks!r}")
-        n = len(getattr(getattr(model, "model", None), "layers", []))
-        blocks = [checks.integer("blocks", b, 0, n - 1) for b in blocks]
-        if not blocks or len(set(blocks)) != len(blocks):
-            raise ValueError(f"blocks must name distinct decoder layers, at least one, got {blocks}")
+        blocks = checks.layer_indices("blocks", blocks, len(getattr(getattr(model, "model", None), "layers", [])))
     for name, lin in [(n, m) for n, m in _block_linears(model, blocks) if not isinstance(m, QuantLinear)]:
         q = QuantLinear(lin.in_features, lin.out_features, lin.bias is not None, mode)
         q.weight = lin.weight
