@@ -141,6 +141,15 @@ BARELY = 0.02
 #: their resolution (Claim.needs): an interval wider than the tolerance cannot show a ratio within it
 _BARELY_NEEDS = f"its tolerance ({BARELY:g}): a wider interval cannot show a ratio within it"
 
+# Where the claim definitions changed with the move onto MoEfied SmolLM2 (issue 27), and why; each was written
+# before any run on the new subject (eb26a88, before its first book run), none after seeing a verdict:
+# * experts_matter: the wording says "main subject" because the chapter now has two; its test (>= 10%, the
+#   models page's threshold) is unchanged.
+# * experts_matter_trained: the same control, with the same threshold, on the second subject: the issue keeps the
+#   trained MoE as a subject, and a subject whose experts do not matter cannot show an allocation effect.
+# * across_models: the abstract's "extensive experiments across multiple MoE models", which the issue asks to decide
+#   on both subjects. Its test is lt_beats_uniform's (Alloc-L+T / uniform < 1), required on every subject and
+#   decided on the least favourable one, the strictest reading; with both subjects' controls.
 CLAIMS = [
     # controls first: record_claims decides them before the claims that name them
     # experts_matter: every budget here lies between uniform top-1 and the native top-k, so the gap between
