@@ -253,7 +253,8 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
           stop_after: int | None = None, on_step: Callable[[int, float], None] | None = None,
           init: Callable[[], Any] | None = None, key_extra: dict | None = None,
           monitor: Monitor | None = None, prepare: Callable[[Any], Any] | None = None,
-          train_labels: torch.Tensor | None = None, val_labels: torch.Tensor | None = None) -> TrainResult:
+          train_labels: torch.Tensor | None = None, val_labels: torch.Tensor | None = None,
+          save: str = "model", val_per_block: bool = False) -> TrainResult:
     """Train (or load, or resume) a causal LM; see the module docstring.
 
     ``train_blocks`` and ``val_blocks`` are ``LongTensor`` rows of token ids (``[n, block]``).
@@ -267,7 +268,18 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
     taken, e.g. prompts and right padding) turn the loop into supervised fine-tuning: the loss is
     taken on the labelled positions only, and each batch is cut after its last labelled column.
     The caller's ``data_fingerprint`` must cover the labels.
+    ``save="trainable"`` (with ``init``) keeps only the parameters that were trained, in the result
+    folder and in the checkpoints: a fine-tune of a few blocks of a pretrained model stores those
+    blocks, not the whole model again; loading calls ``init()`` and puts them back.
+    ``val_per_block`` also logs each validation block's mean NLL (``final["val_block_losses"]``, the
+    units of a paired bootstrap; needs no ``val_labels``).
     """
+    if save not in ("model", "trainable"):
+        raise ValueError(f"save must be 'model' or 'trainable', got {save!r}")
+    if save == "trainable" and init is None:
+        raise ValueError("save='trainable' needs init(): the model its trained parameters are put back into")
+    if val_per_block and val_labels is not None:
+        raise ValueError("val_per_block scores whole blocks; it cannot be combined with val_labels")
     if train_blocks.ndim != 2 or val_blocks.ndim != 2:
         raise ValueError("train_blocks and val_blocks must be 2-D tensors of token ids")
     for what, lab, ref in (("train_labels", train_labels, train_blocks), ("val_labels", val_labels, val_blocks)):
@@ -283,7 +295,10 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
 
         models.quiet_transformers()
         try:
-            model = AutoModelForCausalLM.from_pretrained(final)
+            if (final / TRAINABLE_FILE).is_file():
+                model = _load_trainable(init(), final / TRAINABLE_FILE)
+            else:
+                model = AutoModelForCausalLM.from_pretrained(final)
             train_log = io.read_json(final / "train_log.json")
         except Exception as exc:  # noqa: BLE001 - json, safetensors and transformers each raise their own
             raise cache_entry_error(final, exc, what=f"trained model {name!r}") from exc
@@ -318,7 +333,7 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
         except Exception as exc:  # noqa: BLE001 - a truncated or garbled checkpoint
             raise cache_entry_error(partial, exc, file=ckpt, what=f"training checkpoint of {name!r}") from exc
         if state.get("key") == key:
-            model.load_state_dict(state["model"])
+            _put_state(model, state["model"], trainable_only=save == "trainable")
             opt.load_state_dict(state["opt"])
             sched.load_state_dict(state["sched"])
             gen.set_state(state["gen"])
@@ -373,7 +388,7 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
         if (step + 1) % train_config.checkpoint_every == 0 or stopping:
             if not last:
                 _checkpoint(ckpt, key, model, opt, sched, gen, history, step + 1,
-                            elapsed + time.perf_counter() - t0, monitor)
+                            elapsed + time.perf_counter() - t0, monitor, trainable_only=save == "trainable")
         if stopping and not last:
             bar.close()
             return TrainResult(model, partial, {"history": history, "stopped_at": step + 1}, from_cache=False,
@@ -381,7 +396,8 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
     bar.close()
     elapsed += time.perf_counter() - t0
 
-    val_loss = evaluate_loss(model, val_blocks, labels=val_labels)
+    per_block = block_losses(model, val_blocks) if val_per_block else None
+    val_loss = float(sum(per_block) / len(per_block)) if per_block else evaluate_loss(model, val_blocks, labels=val_labels)
     n_params = sum(p.numel() for p in model.parameters())
     n_trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
     train_log = {
@@ -391,19 +407,62 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
         "resumed_from": resumed_from,
         "precision": "bf16 autocast" if use_bf16 else "fp32",
         "final": {"val_loss": val_loss, "val_ppl": math.exp(val_loss), "val_blocks": len(val_blocks),
-                  "val_tokens": int(val_blocks.numel())},
+                  "val_tokens": int(val_blocks.numel())} | ({"val_block_losses": per_block} if per_block else {}),
         "extra": key_extra or {}, "monitor": monitor.summary() if monitor is not None else {},
     }
     with io.atomic_dir(final) as tmp:
-        model.save_pretrained(tmp)
+        if save == "trainable":
+            from safetensors.torch import save_file
+
+            save_file(_model_state(model, trainable_only=True), str(tmp / TRAINABLE_FILE))
+        else:
+            model.save_pretrained(tmp)
         io.write_json(tmp / "train_log.json", train_log)
     io.discard(partial)  # the checkpoint this run wrote; nothing else that may lie there
     return TrainResult(model, final, train_log, from_cache=False, resumed_from=resumed_from)
 
 
+#: the file of a ``save="trainable"`` result: the trained parameters only (safetensors)
+TRAINABLE_FILE = "trainable.safetensors"
+
+
+def _model_state(model, *, trainable_only: bool) -> dict:
+    """The model's state dict, or only its trainable parameters (detached, contiguous)."""
+    if not trainable_only:
+        return model.state_dict()
+    return {n: p.detach().contiguous() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def _put_state(model, state: dict, *, trainable_only: bool) -> None:
+    """Load ``state`` (:func:`_model_state`) into ``model``; a partial state must name exactly the
+    model's trainable parameters (a ValueError names the difference)."""
+    if not trainable_only:
+        model.load_state_dict(state)
+        return
+    want = {n for n, p in model.named_parameters() if p.requires_grad}
+    if set(state) != want:
+        diff = sorted(set(state) ^ want)
+        raise ValueError(f"the saved trained parameters do not match the model's trainable ones: {diff[:3]}"
+                         + (f" and {len(diff) - 3} more" if len(diff) > 3 else ""))
+    params = dict(model.named_parameters())
+    with torch.no_grad():
+        for n, t in state.items():
+            if params[n].shape != t.shape:
+                raise ValueError(f"{n}: saved shape {tuple(t.shape)}, the model's {tuple(params[n].shape)}")
+            params[n].copy_(t)
+
+
+def _load_trainable(model, path: Path):
+    """``model`` (from ``init()``) with the trained parameters of ``path`` put back."""
+    from safetensors.torch import load_file
+
+    _put_state(model, load_file(str(path)), trainable_only=True)
+    return model
+
+
 def _checkpoint(path: Path, key: str, model, opt, sched, gen, history, step: int, elapsed: float,
-                monitor: Monitor | None = None) -> None:
-    state = {"key": key, "model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+                monitor: Monitor | None = None, *, trainable_only: bool = False) -> None:
+    state = {"key": key, "model": _model_state(model, trainable_only=trainable_only), "opt": opt.state_dict(), "sched": sched.state_dict(),
              "gen": gen.get_state(), "torch_rng": torch.get_rng_state(), "history": history, "step": step,
              "elapsed": elapsed, "monitor": monitor.state_dict() if monitor is not None else {}}
     with io.atomic_path(path) as tmp:

@@ -247,3 +247,62 @@ def test_only_the_parameters_init_leaves_trainable_are_trained(cache, blocks):
     with pytest.raises(ValueError, match="no trainable parameters"):
         training.train(tiny_dense(), cfg, train_x, val_x, name="none", data_fingerprint="t", init=none, progress=False,
                        key_extra={"trained": "nothing"})
+
+
+def _layer1_only():
+    m = training._build(tiny_dense(), 0)
+    for n, p in m.named_parameters():
+        p.requires_grad_(".layers.1." in n)
+    return m
+
+
+def test_save_trainable_keeps_only_the_trained_blocks_and_loads_them_back(cache, blocks):
+    """save='trainable': the result folder and the checkpoints hold the trained parameters only; the cached
+    model (init() with them put back) and a run resumed from a trainable-only checkpoint equal the
+    uninterrupted run, bit for bit; val_per_block logs each block's NLL, whose mean is the val loss."""
+    from safetensors.torch import load_file
+
+    tr, va = blocks
+    cfg = training.TrainConfig(steps=8, batch_size=4, lr=3e-3, eval_every=4, checkpoint_every=3)
+    kw = dict(name="sub", data_fingerprint="t", init=_layer1_only, progress=False, save="trainable", val_per_block=True)
+    full = training.train(tiny_dense(), cfg, tr, va, use_cache=False, **(kw | {"name": "sub-full"}))
+    part = training.train(tiny_dense(), cfg, tr, va, stop_after=5, **kw)
+    ckpt = torch.load(part.folder / "last.pt", weights_only=False)
+    assert set(ckpt["model"]) == {n for n, p in _layer1_only().named_parameters() if p.requires_grad}
+    rest = training.train(tiny_dense(), cfg, tr, va, **kw)
+    assert rest.resumed_from == 5 and same_weights(full.model, rest.model)
+    saved = load_file(str(rest.folder / training.TRAINABLE_FILE))
+    assert saved and all(".layers.1." in n for n in saved) and not (rest.folder / "model.safetensors").exists()
+    again = training.train(tiny_dense(), cfg, tr, va, **kw)
+    assert again.from_cache and same_weights(again.model, full.model)
+    losses = again.log["final"]["val_block_losses"]
+    assert len(losses) == len(va) and sum(losses) / len(losses) == pytest.approx(again.log["final"]["val_loss"], rel=1e-6)
+    assert losses == pytest.approx(training.block_losses(again.model, va), rel=1e-6)
+
+
+def test_save_trainable_refuses_bad_arguments_and_a_mismatched_entry(cache, blocks):
+    tr, va = blocks
+    cfg = training.TrainConfig(steps=2, batch_size=4, eval_every=2, checkpoint_every=2)
+    with pytest.raises(ValueError, match="save must be"):
+        training.train(tiny_dense(), cfg, tr, va, name="x", data_fingerprint="t", save="weights", progress=False)
+    with pytest.raises(ValueError, match="needs init"):
+        training.train(tiny_dense(), cfg, tr, va, name="x", data_fingerprint="t", save="trainable", progress=False)
+    with pytest.raises(ValueError, match="val_per_block"):
+        training.train(tiny_dense(), cfg, tr, va, name="x", data_fingerprint="t", val_per_block=True,
+                       val_labels=va.clone(), progress=False)
+    r = training.train(tiny_dense(), cfg, tr, va, name="y", data_fingerprint="t", init=_layer1_only,
+                       save="trainable", progress=False)
+
+    def layer0_only():
+        m = training._build(tiny_dense(), 0)
+        for n, p in m.named_parameters():
+            p.requires_grad_(".layers.0." in n)
+        return m
+
+    from acl26.errors import CacheError
+
+    # the same folder read with an init() that trains other parameters: reported, not silently mixed
+    with pytest.raises(CacheError, match=r"do not match the model's trainable ones"):
+        training.train(tiny_dense(), cfg, tr, va, name="y", data_fingerprint="t", init=layer0_only,
+                       save="trainable", progress=False)
+    assert r.folder.is_dir()  # reported, and left for the user to remove
