@@ -1,7 +1,7 @@
 """The models the chapters share: SmolLM2-135M-Instruct offline, and small LMs trained here.
 
 Used by model interpolation (SmolLM2 and its fine-tuned sibling), Alloc-MoE (the fine-grained MoE),
-MTA (SmolLM2 as teacher) and Sherry (the dense LM for quantization-aware training).
+MTA (SmolLM2 as teacher) and Sherry (SmolLM2 for quantization-aware training).
 
 * :func:`smollm2` loads SmolLM2-135M-Instruct from its registry package: a **4-bit (Q4_1) GGUF
   file**, dequantised by ``transformers`` (about 20 s) and cached as a float32 safetensors copy that

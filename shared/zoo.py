@@ -1,9 +1,10 @@
-"""The shared models the chapters train on: the corpus, its BPE, and the dense and MoE LMs.
+"""The shared models the chapters train on: the corpus, its BPE, and the MoE LM.
 
 Part of the shared core (not of any chapter), so that every chapter gets the same models through
 one call and no chapter imports another's study: :func:`corpus` (the split corpus under a small
-BPE trained on its train split) and :func:`trained` (the dense LLaMA-style LM, e.g. Sherry's
-starting point for QAT; the fine-grained MoE, Alloc-MoE's subject). Each is trained once per
+BPE trained on its train split) and :func:`trained` (the fine-grained MoE, Alloc-MoE's second
+subject). A dense LM trained here served Sherry's QAT until that chapter moved onto SmolLM2-135M's
+pretrained weights; no chapter needed it after that, so it is no longer trained. Each is trained once per
 configuration and then loaded from the cache by a hash of its whole configuration (see
 :mod:`acl26.training`). :data:`SPEC` holds their parameters and profiles; it is also the parameter
 spec of the models page (``notebooks/models.ipynb``), which shows what each model is.
@@ -45,8 +46,6 @@ def heads_fit(hidden: int, kind: str = "dense") -> bool:
     return fits and (hidden % heads == 0 if kind == "dense" else hidden % 4 == 0)
 
 
-_HEADS_RULE = ("must split into attention heads (one per 32 dimensions, one key/value head per 64) of an even size "
-               "that divide it, the key/value heads dividing the heads: e.g. 32, 64, 96, 128, 192, 256", heads_fit)
 _MOE_HEADS_RULE = ("must be a multiple of 4 (the experts' grouped matmul) with attention heads (one per 32 dimensions, "
                    "one key/value head per 64) of an even size, the key/value heads dividing the heads: e.g. 32, 64, "
                    "96, 128, 192, 256", lambda h: heads_fit(h, "moe"))
@@ -63,10 +62,6 @@ SPEC = ParamSpec(
         Param("vocab_size", int, "byte-level BPE vocabulary trained on the train split", min=300),
         Param("block_size", int, "training block length (tokens)", min=16),
         Param("val_blocks", int, "validation blocks for the reported perplexities", min=1),
-        Param("dense_hidden", int, "dense LM: hidden size", min=16, rule=_HEADS_RULE),
-        Param("dense_layers", int, "dense LM: layers", min=1),
-        Param("dense_intermediate", int, "dense LM: MLP width", min=16),
-        Param("dense_steps", int, "dense LM: training steps", min=1),
         Param("moe_hidden", int, "MoE LM: hidden size", min=16, rule=_MOE_HEADS_RULE),
         Param("moe_layers", int, "MoE LM: layers (all MoE)", min=1),
         Param("moe_experts", int, "MoE LM: routed experts per layer", min=2),
@@ -78,19 +73,17 @@ SPEC = ParamSpec(
         Param("lr", float, "peak learning rate (AdamW, cosine)", min=1e-6, max=1.0),
         Param("bf16", bool, "bf16 autocast in training where the CPU computes bf16 natively, else fp32 (fp32 weights; validation in fp32)"),
         Param("seed", int, "random seed of the shared models the chapters use", min=0, max=SEED_MAX),
-        Param("extra_seeds", list, "further seeds of both LMs, trained once to measure the spread across seeds",
+        Param("extra_seeds", list, "further seeds of the MoE LM, trained once to measure the spread across seeds",
               elem=int, min_len=0, min=0, max=SEED_MAX),
     ),
     profiles={
         "book": dict(ppl_chars=0, ppl_context=2048, ppl_stride=1024, vocab_size=8192, block_size=256, val_blocks=256,
-                     dense_hidden=256, dense_layers=6, dense_intermediate=688, dense_steps=220,
                      moe_hidden=256, moe_layers=6, moe_experts=32, moe_top_k=6, moe_expert_intermediate=128,
                      moe_steps=250, batch_size=16, lr=2e-3, bf16=True, seed=0, extra_seeds=[1, 2]),
         "smoke": dict(ppl_chars=3000, ppl_context=256, ppl_stride=128, vocab_size=1024, block_size=64, val_blocks=16,
-                      dense_hidden=32, dense_layers=2, dense_intermediate=64, dense_steps=20,
                       moe_hidden=32, moe_layers=2, moe_experts=8, moe_top_k=3, moe_expert_intermediate=16,
                       moe_steps=20, batch_size=8, extra_seeds=[1]),
-        "paper": dict(dense_steps=2000, moe_steps=2000, val_blocks=1024, extra_seeds=[1, 2]),
+        "paper": dict(moe_steps=2000, val_blocks=1024, extra_seeds=[1, 2]),
     },
     checks=(
         ("moe_top_k must not exceed moe_experts", lambda p: p["moe_top_k"] <= p["moe_experts"]),
@@ -109,24 +102,30 @@ def corpus(params: dict) -> tuple[object, corpus_mod.Corpus]:
     return tok, corpus_mod.load_corpus(tok, block_size=params["block_size"])
 
 
+#: the kinds of shared LM trained here
+KINDS = ("moe",)
+
+
+def _kind(kind: str) -> str:
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS} (the dense LM is no longer trained: no chapter needs it), "
+                         f"got {kind!r}")
+    return kind
+
+
 def model_config(kind: str, params: dict, vocab_size: int):
-    if kind == "dense":
-        heads, kv_heads = attention_heads(params["dense_hidden"])
-        return models.dense_config(vocab_size, hidden=params["dense_hidden"], layers=params["dense_layers"],
-                                   heads=heads, kv_heads=kv_heads,
-                                   intermediate=params["dense_intermediate"], max_positions=params["block_size"])
-    if kind == "moe":
+    if _kind(kind) == "moe":
         heads, kv_heads = attention_heads(params["moe_hidden"])
         return models.moe_config(vocab_size, hidden=params["moe_hidden"], layers=params["moe_layers"],
                                  heads=heads, kv_heads=kv_heads,
                                  experts=params["moe_experts"], top_k=params["moe_top_k"],
                                  expert_intermediate=params["moe_expert_intermediate"],
                                  max_positions=params["block_size"])
-    raise ValueError(f"kind must be 'dense' or 'moe', got {kind!r}")
+    raise AssertionError(kind)  # pragma: no cover - _kind refused it
 
 
 def train_config(kind: str, params: dict) -> training.TrainConfig:
-    steps = params["dense_steps"] if kind == "dense" else params["moe_steps"]
+    steps = params["moe_steps"] if _kind(kind) == "moe" else 0
     return training.TrainConfig(steps=steps, batch_size=params["batch_size"], lr=params["lr"], seed=params["seed"],
                                 eval_every=max(1, steps // 10), eval_blocks=32, checkpoint_every=max(1, steps // 4),
                                 warmup_frac=0.05, bf16=params["bf16"])
@@ -134,11 +133,12 @@ def train_config(kind: str, params: dict) -> training.TrainConfig:
 
 def trained(kind: str, profile: str = "book", overrides: dict | None = None, *, seed: int | None = None,
             progress: bool = True):
-    """The shared ``kind`` ("dense" or "moe") LM of ``profile``: trained once, then from the cache.
+    """The shared ``kind`` (``"moe"``) LM of ``profile``: trained once, then from the cache.
 
     ``seed`` (default: the profile's ``seed``) picks another training seed, e.g. one of
     ``extra_seeds``. Returns ``(TrainResult, tokenizer, corpus)``.
     """
+    _kind(kind)
     params = SPEC.resolve(profile, {**(overrides or {}), **({"seed": seed, "extra_seeds": []} if seed is not None else {})})
     tok, corp = corpus(params)
     train_blocks = torch.from_numpy(corp.blocks("train"))

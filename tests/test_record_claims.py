@@ -115,6 +115,39 @@ def test_sherry_accuracy_ratios_are_decided_on_a_block_bootstrap_when_given():
     assert verdicts("sherry", r)["arenas_gain"] == C.INCONCLUSIVE
 
 
+def test_sherry_trapping_is_decided_on_the_gradient_rank_with_the_stuck_share_beside_it():
+    r = sherry_cases.good()
+    ledger = _sherry_ledger(r)
+    e = ledger.entries["trapping"]
+    assert e.holds == C.HOLDS and e.ours == pytest.approx(0.9, rel=1e-3)
+    assert "gradient effective rank" in e.shown and "stuck share 83.1% vs 80.1%" in e.shown
+    # the stuck shares alone do not decide: swapped, the verdicts stand
+    for row in r["trapping"]:
+        row["stuck share"] = 1.6 - row["stuck share"]
+    got = verdicts("sherry", r)
+    assert got["trapping"] == got["arenas_frees"] == C.HOLDS
+    # a variant without a finite rank (a diverged run) is left out, and the claim says which are missing
+    for row in r["trapping"]:
+        if row["variant"] == "sparse34":
+            row["grad effective rank (mean)"] = float("nan")
+    ledger = _sherry_ledger(r)
+    assert ledger.entries["trapping"].holds == C.UNTESTED and "sparse34" in ledger.entries["trapping"].note
+
+
+def test_sherry_one_seed_decides_the_rank_ratio_on_a_bootstrap_over_snapshots():
+    r = sherry_cases.good()
+    r["qat_seeds"] = {v: {0: x} for v, x in r["qat_ppl"].items()}
+    r["trapping"] = [row for row in r["trapping"] if row["seed"] == 0]
+    rng = np.random.default_rng(0)
+    base = 40 + rng.normal(0, 1, 20)
+    r["rank_snapshots"] = {"absmean": list(base), "sparse34": list(base * 0.9 + rng.normal(0, 0.2, 20)),
+                           "sparse34+arenas": list(base * 0.97 + rng.normal(0, 0.2, 20))}
+    ledger = _sherry_ledger(r)
+    e = ledger.entries["trapping"]
+    assert e.interval is not None and "paired bootstrap over 20 snapshots" in e.note
+    assert ledger.entries["trap_resolves"].holds == C.HOLDS and e.holds == C.HOLDS
+
+
 def _sherry_ledger(r):
     ch = registry.get("sherry")
     ledger = C.Ledger("sherry", "book", list(ch.claims))
@@ -180,10 +213,10 @@ def test_sherry_noisy_rows_show_half_width_against_margin():
 
 def test_models_checks_are_decided_across_seeds_when_there_are_several():
     m = models_cases.good()
-    m["seeds"] = [{"dense / unigram": 0.28, "moe / unigram": 0.29, "top-1 cost": c} for c in (0.30, 0.13, 0.2)]
+    m["seeds"] = [{"moe / unigram": 0.29, "top-1 cost": c} for c in (0.30, 0.13, 0.2)]
     got = verdicts("models", m)
     assert got["experts_matter"] == C.INCONCLUSIVE  # mean 0.21, but three seeds spread it below 0.10
-    m["seeds"] = [{"dense / unigram": 0.28, "moe / unigram": 0.29, "top-1 cost": c} for c in (0.30, 0.28, 0.31)]
+    m["seeds"] = [{"moe / unigram": 0.29, "top-1 cost": c} for c in (0.30, 0.28, 0.31)]
     assert verdicts("models", m)["experts_matter"] == C.HOLDS
 
 
@@ -206,9 +239,9 @@ def test_sherry_claims_across_seeds_are_decided_on_the_seed_interval():
     r = sherry_cases.good()
     r["qat_seeds"] = {"absmean": {0: 242.0, 1: 243.0, 2: 241.0}, "sparse34": {0: 241.0, 1: 242.0, 2: 240.0},
                       "sparse34+arenas": {0: 240.0, 1: 241.0, 2: 239.0}}
-    r["trapping"] = [dict(variant=v, seed=s, layer="q_proj", **{"stuck share": sh + 0.001 * s,
-                                                                "grad effective rank (mean)": 30.0})
-                     for v, sh in (("absmean", 0.80), ("sparse34", 0.83), ("sparse34+arenas", 0.80)) for s in (0, 1, 2)]
+    r["trapping"] = [dict(variant=v, seed=s, layer="q_proj", **{"stuck share": 0.8,
+                                                                "grad effective rank (mean)": rk * (1 + 0.001 * s)})
+                     for v, rk in (("absmean", 40.0), ("sparse34", 36.0), ("sparse34+arenas", 39.0)) for s in (0, 1, 2)]
     got = verdicts("sherry", r)
     assert got["arenas_gain"] == got["matches_158"] == got["trapping"] == got["arenas_frees"] == C.HOLDS
     r["qat_seeds"]["sparse34+arenas"] = {0: 239.0, 1: 243.0, 2: 241.5}  # better on one seed, worse on another

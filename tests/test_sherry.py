@@ -179,12 +179,10 @@ def test_model_file_loads_back_bit_exact(tmp_path, weights):
 
 
 def test_model_file_sizes_follow_the_formats(tmp_path):
-    from types import SimpleNamespace
-
     from acl26.papers.sherry import study
 
     model = _trained_like()
-    out = study.model_files(SimpleNamespace(model=model), "sparse34")
+    out = study.model_files(model, "sparse34")
     assert out["exact"] and out["layers"] == 14 and out["weights"] == 2 * (2 * 32 * 32 + 2 * 32 * 16 + 3 * 32 * 64)
     nb, lb = out["bytes"], out["layer_bytes"]
     assert nb["sherry"] < nb["i2"] < nb["bf16"]
@@ -332,3 +330,56 @@ def test_a_partly_wrapped_model_packs_and_saves_its_wrapped_blocks_only(tmp_path
         torch.testing.assert_close(packed(x).logits, model(x).logits, atol=1e-4, rtol=1e-4)
     with pytest.raises(ValueError, match="blocks must be a sequence"):
         sherry.wrap(tiny_model(), "sparse34", blocks=1)
+
+
+@pytest.mark.assets
+@pytest.mark.slow
+def test_qat_of_a_block_subset_on_a_local_llama_checkpoint(tmp_path, monkeypatch):
+    """The accuracy half's code path on a user's checkpoint (a tiny random LLaMA saved as a user would):
+    only the QAT'd block moves, the cache keeps only it and gives the same model back, the packed model
+    computes the fake-quantized perplexity, the whole-ternary copy puts every block in 3:4, and the
+    packed model generates."""
+    import copy
+
+    from transformers import AutoModelForCausalLM
+
+    from acl26 import corpus as corpus_mod
+    from acl26.papers.sherry import study
+
+    monkeypatch.setattr(training, "_folders", lambda name, key: (tmp_path / "models" / f"{name}-{key[:12]}",
+                                                                   tmp_path / "models" / f"{name}-{key[:12]}.partial"))
+    tok = corpus_mod.train_bpe(1024)
+    torch.manual_seed(0)
+    cfg = models.dense_config(len(tok), hidden=32, layers=3, heads=4, kv_heads=2, intermediate=64, max_positions=64)
+    start = AutoModelForCausalLM.from_config(cfg)
+    ckpt = tmp_path / "ckpt"
+    start.save_pretrained(ckpt)
+    tok.save_pretrained(ckpt)
+    P = study.SPEC.resolve("smoke", {"checkpoint": str(ckpt), "qat_blocks": [1], "block_size": 32, "eval_blocks": 4,
+                                     "qat_steps": 4, "track_every": 2, "qat_lr": 1e-2})
+    r, test = study.qat(P, "sparse34+arenas", seed=0, progress=False)
+    assert test.shape == (4, 32) and len(r.log["final"]["val_block_losses"]) == 4
+    before, after = start.state_dict(), r.model.state_dict()
+    moved = {n for n in before if not torch.equal(before[n], after[n])}
+    assert moved and all(".layers.1." in n for n in moved)
+    assert all(m.mode == "sparse34" and m.lam == 0.0 for _, m in sherry.quantized_layers(r.model))
+    assert {n.split(".")[2] for n, _ in sherry.quantized_layers(r.model)} == {"1"}
+    assert [row["layer"] for row in study.trapping_rows(r, "sparse34+arenas", 0)] == [
+        "1.self_attn.q_proj", "1.mlp.up_proj", "1.mlp.down_proj"]
+    again, _ = study.qat(P, "sparse34+arenas", seed=0, progress=False)
+    assert again.from_cache and (again.folder / training.TRAINABLE_FILE).is_file()
+    assert all(torch.equal(a, b) for a, b in zip(again.model.state_dict().values(), after.values()))
+
+    packed = sherry.to_packed(copy.deepcopy(r.model))
+    pk = study.packed_perplexity(r, test, packed)
+    assert pk["layers"] == 7 and abs(pk["packed_ppl"] - pk["fake_ppl"]) / pk["fake_ppl"] < 1e-4
+    whole = study.whole_ternary(r.model)
+    assert len(sherry.quantized_layers(whole)) == 21
+    assert all(isinstance(m, sherry.QuantLinear) and m.mode == "sparse34" for _, m in sherry.quantized_layers(whole))
+    assert torch.equal(whole.model.layers[1].mlp.up_proj.weight, r.model.model.layers[1].mlp.up_proj.weight)
+    assert study.model_files(whole, "sparse34+arenas")["exact"]
+    gen = study.generations({"packed": packed}, tok, 3)
+    assert len(gen) == len(study.GEN_PROMPTS) and all(g["new tokens"] <= 3 for g in gen)
+
+    with pytest.raises(ValueError, match=r"qat_blocks: checkpoint .* has 3 decoder layers"):
+        study.subject(P | {"qat_blocks": [3]})

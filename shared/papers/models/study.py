@@ -1,4 +1,4 @@
-"""The shared-models page (a support chapter): SmolLM2 offline, and the dense and MoE LMs trained here.
+"""The shared-models page (a support chapter): SmolLM2 offline, and the MoE LM trained here.
 
 Backs ``notebooks/models.ipynb``, run before the chapters. The models themselves, and their
 parameters, are the shared core's :mod:`acl26.zoo`; this module holds the page's measurements
@@ -76,21 +76,18 @@ def describe(result, kind: str, unigram: float) -> dict:
 
 
 def seed_rows(params: dict, sweep_blocks: torch.Tensor, unigram: float, *, progress: bool = True) -> list[dict]:
-    """Both shared LMs at ``seed`` and every ``extra_seeds`` (trained once each, then cached): their
-    validation perplexity, its ratio to the unigram baseline, and the MoE's top-1 cost on
-    ``sweep_blocks``. The spread across these rows is the spread a re-run of the book can draw."""
+    """The shared MoE LM at ``seed`` and every ``extra_seeds`` (trained once each, then cached): its
+    validation perplexity, its ratio to the unigram baseline, and its top-1 cost on ``sweep_blocks``.
+    The spread across these rows is the spread a re-run of the book can draw."""
     from acl26 import zoo
 
     rows = []
     for seed in [params["seed"], *params["extra_seeds"]]:
-        dense, _, _ = zoo.trained("dense", params["profile"], _overrides(params), seed=seed, progress=progress)
         moe, _, _ = zoo.trained("moe", params["profile"], _overrides(params), seed=seed, progress=progress)
         sweep = {r["top_k"]: r["val_ppl"] for r in top_k_sweep(moe.model, sweep_blocks, [1, params["moe_top_k"]])}
-        rows.append({"seed": seed, "dense val ppl": dense.val_ppl, "moe val ppl": moe.val_ppl,
-                     "dense / unigram": dense.val_ppl / unigram, "moe / unigram": moe.val_ppl / unigram,
+        rows.append({"seed": seed, "moe val ppl": moe.val_ppl, "moe / unigram": moe.val_ppl / unigram,
                      "moe top-1 ppl": sweep[1], "top-1 cost": sweep[1] / sweep[params["moe_top_k"]] - 1,
-                     "dense train s": dense.log["seconds"], "moe train s": moe.log["seconds"],
-                     "from cache": dense.from_cache and moe.from_cache})
+                     "moe train s": moe.log["seconds"], "from cache": moe.from_cache})
     return rows
 
 
@@ -98,11 +95,11 @@ def run(params: dict, progress: bool = True) -> dict:
     """Everything the page measures, in the notebook's order, and what :func:`record_claims` reads.
 
     ``smollm2`` (:func:`smollm2_perplexity`), ``tokenizer``, ``corpus``, ``train_blocks``, ``val``
-    (the validation blocks), ``unigram`` (the unigram baseline's perplexity on them), ``dense`` and
-    ``moe`` (the :class:`acl26.training.TrainResult` of the seed the chapters use), ``sweep_val``
+    (the validation blocks), ``unigram`` (the unigram baseline's perplexity on them), ``moe`` (the
+    :class:`acl26.training.TrainResult` of the seed the chapters use), ``sweep_val``
     (half the validation blocks) and ``top_k`` (the MoE's top-k sweep on them), ``seeds``
     (:func:`seed_rows`), and the figures the checks read: ``smollm2_ppl``, ``ppl_chars``,
-    ``ppl_context``, ``ppl_stride``, ``dense_ppl``, ``moe_ppl``, ``moe_top_k``.
+    ``ppl_context``, ``ppl_stride``, ``moe_ppl``, ``moe_top_k``.
     """
     from acl26 import zoo
     from acl26.corpus import unigram_perplexity
@@ -113,18 +110,15 @@ def run(params: dict, progress: bool = True) -> dict:
     train_blocks = torch.from_numpy(corp.blocks("train"))
     val = torch.from_numpy(corp.blocks("validation")[: params["val_blocks"]])
     unigram = unigram_perplexity(corp.ids["train"], val.flatten().numpy(), corp.vocab_size)
-    dense = training.train(zoo.model_config("dense", params, corp.vocab_size), zoo.train_config("dense", params),
-                           train_blocks, val, name=f"dense-{params['profile']}", data_fingerprint=corp.key,
-                           progress=progress)
     moe = training.train(zoo.model_config("moe", params, corp.vocab_size), zoo.train_config("moe", params),
                          train_blocks, val, name=f"moe-{params['profile']}", data_fingerprint=corp.key, progress=progress)
     sweep_val = val[: max(1, len(val) // 2)]  # half the validation blocks: the sweep's evaluations stay short
     top_k = top_k_sweep(moe.model, sweep_val, list(range(1, params["moe_top_k"] + 1)))
     seeds = seed_rows(params, sweep_val, unigram, progress=progress)
     return {"smollm2": sm, "tokenizer": tok, "corpus": corp, "train_blocks": train_blocks, "val": val,
-            "unigram": unigram, "dense": dense, "moe": moe, "sweep_val": sweep_val, "top_k": top_k, "seeds": seeds,
+            "unigram": unigram, "moe": moe, "sweep_val": sweep_val, "top_k": top_k, "seeds": seeds,
             "smollm2_ppl": sm["ppl"], "ppl_chars": params["ppl_chars"], "ppl_context": params["ppl_context"],
-            "ppl_stride": params["ppl_stride"], "dense_ppl": dense.val_ppl, "moe_ppl": moe.val_ppl,
+            "ppl_stride": params["ppl_stride"], "moe_ppl": moe.val_ppl,
             "moe_top_k": params["moe_top_k"]}
 
 

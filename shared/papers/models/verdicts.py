@@ -12,9 +12,8 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
 
     ``results``: ``smollm2_ppl``, ``ppl_chars``, ``ppl_context``, ``ppl_stride`` (SmolLM2's
     perplexity and how it was measured; checked only over the whole document, ``ppl_chars == 0``),
-    ``dense_ppl``, ``moe_ppl`` and ``unigram`` (validation perplexities of the seed the chapters
-    use), ``top_k`` (rows of :func:`top_k_sweep`), ``moe_top_k`` (the k the MoE was trained at)
-    and ``seeds`` (rows of :func:`seed_rows`). With two or more seeds the learning checks and the
+    ``moe_ppl`` and ``unigram`` (validation perplexities of the seed the chapters use), ``top_k`` (rows of :func:`top_k_sweep`), ``moe_top_k`` (the k the MoE was trained at)
+    and ``seeds`` (rows of :func:`seed_rows`). With two or more seeds the learning check and the
     top-1 cost are decided on the t-interval across seeds, so a verdict built on one trained
     model must survive the spread of a re-run.
     """
@@ -26,7 +25,7 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
                         shown=f"{ppl:.2f}")
     seeds = results.get("seeds") or []
     uni = results["unigram"]
-    for cid, key, col in (("dense_learns", "dense_ppl", "dense / unigram"), ("moe_learns", "moe_ppl", "moe / unigram")):
+    for cid, key, col in (("moe_learns", "moe_ppl", "moe / unigram"),):
         v = results[key]
         per_seed = [r[col] for r in seeds]
         shown = f"{v:.1f} vs unigram {uni:.1f} ({v / uni:.2f}×)" + (

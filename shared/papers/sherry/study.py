@@ -20,7 +20,7 @@ import time
 import numpy as np
 import torch
 
-from acl26 import evaluation, models, training, zoo
+from acl26 import assets, corpus, evaluation, models, training
 from acl26.papers.sherry import llamacpp, modelfile, speed
 from acl26.papers.sherry import qat as sherry
 from acl26.papers.sherry.spec import CLAIMS, GEMV_SHAPES, SPEC, VARIANTS  # noqa: F401  (study.SPEC, study.CLAIMS)
@@ -31,69 +31,138 @@ from acl26.papers.sherry.spec import CLAIMS, GEMV_SHAPES, SPEC, VARIANTS  # noqa
 
 
 def ptq_smollm2(params: dict) -> list[dict]:
-    """Perplexity of SmolLM2 on the 2016 State of the Union: full precision, absmean and 3:4 ternary (no training)."""
+    """Perplexity of the subject (SmolLM2, or ``checkpoint``) on the 2016 State of the Union: full
+    precision, absmean (per-row scale) and 3:4 ternary in every block (no training)."""
     from acl26 import texts
 
     doc = next(d for d in texts.sotu_documents() if d.title.startswith("2016"))
     text = doc.text[: params["ptq_chars"]] if params["ptq_chars"] else doc.text
     rows, ids = [], None
-    for mode in ("fp", "absmean", "sparse34"):
-        model, tok = models.smollm2()  # a fresh copy each time: wrap() quantizes in place (cached load, ~0.2 s)
+    for mode in ("fp", "absmean_row", "sparse34"):
+        model, tok, _ = subject(params)  # a fresh copy each time: wrap() quantizes in place (cached load, ~0.2 s)
         if mode != "fp":
             sherry.wrap(model, mode)
         if ids is None:
             ids = tok.encode(text, add_special_tokens=False)
         t0 = time.perf_counter()
         ppl = evaluation.perplexity(model, ids, context_length=1024, stride=1024)
-        rows.append({"weights": {"fp": "full precision (dequantised Q4_1)", "absmean": "absmean ternary (PTQ)",
+        rows.append({"weights": {"fp": "full precision (dequantised Q4_1)", "absmean_row": "absmean ternary, per-row scale (PTQ)",
                                  "sparse34": "3:4 ternary (PTQ)"}[mode], "mode": mode, "ppl": ppl.ppl,
                      "tokens": ppl.n_tokens, "seconds": time.perf_counter() - t0})
     return rows
 
 
 # --------------------------------------------------------------------------------------------
-# quantization-aware training of the shared dense LM
+# quantization-aware training of SmolLM2 (a contiguous run of blocks, end to end; the rest frozen)
 
 
-def _track(model) -> list[str]:
-    """Layers whose trapping statistics are recorded: a middle block's attention and MLP projections."""
-    names = [n for n, _ in sherry.quantized_layers(model)]
-    mid = model.config.num_hidden_layers // 2
-    return [n for n in names if f".layers.{mid}." in n and n.rsplit(".", 1)[-1] in ("q_proj", "up_proj", "down_proj")]
+def subject(params: dict):
+    """The model QAT starts from, freshly loaded: ``checkpoint`` (a local LLaMA-family causal LM) or
+    SmolLM2-135M-Instruct; ``(model, tokenizer, name)``. ValueError naming the parameter where
+    ``qat_blocks`` name a layer the model lacks, or the checkpoint has no tokenizer or no
+    ``model.model.layers``."""
+    if params["checkpoint"]:
+        model, tok = models.load_local(params["checkpoint"])
+        name = f"checkpoint {params['checkpoint']}"
+        if tok is None:
+            raise ValueError(f"checkpoint: {params['checkpoint']} has no tokenizer files (tokenizer_config.json)")
+    else:
+        model, tok = models.smollm2()
+        name = "SmolLM2-135M-Instruct"
+    layers = getattr(getattr(model, "model", None), "layers", None)
+    if layers is None:
+        raise ValueError(f"checkpoint: {name} is not a LLaMA-family causal LM (no model.model.layers), "
+                         f"got {type(model).__name__}")
+    bad = [i for i in params["qat_blocks"] if i >= len(layers)]
+    if bad:
+        raise ValueError(f"qat_blocks: {name} has {len(layers)} decoder layers (0..{len(layers) - 1}), got {bad}")
+    return model, tok, name
+
+
+def subject_key(params: dict) -> str:
+    """What identifies the starting weights in the QAT runs' cache key: SmolLM2's pinned asset, or the
+    checkpoint's folder with its config and the size and ends of each weight file."""
+    import hashlib
+    from pathlib import Path
+
+    if not params["checkpoint"]:
+        return f"smollm2 {models.SMOLLM2_DIR} {assets.load_manifest()['smollm2'].sha256}"
+    folder = Path(params["checkpoint"]).resolve()
+    h = hashlib.sha256((folder / "config.json").read_bytes())
+    for f in sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin")):
+        size = f.stat().st_size
+        with open(f, "rb") as fh:
+            h.update(f"{f.name}|{size}|".encode() + fh.read(1 << 20))
+            fh.seek(max(0, size - (1 << 20)))
+            h.update(fh.read())
+    return f"checkpoint {folder} {h.hexdigest()}"
+
+
+def texts(params: dict, tok):
+    """The real text QAT trains and is scored on, under the subject's tokenizer: the corpus's train
+    split in ``block_size`` blocks, and its first ``eval_blocks`` test-split blocks (held out);
+    ``(train, test, corpus)``. ValueError naming ``eval_blocks`` where the test split is shorter."""
+    corp = corpus.load_corpus(tok, block_size=params["block_size"])
+    test = corp.blocks("test")
+    if len(test) < params["eval_blocks"]:
+        raise ValueError(f"eval_blocks: the test split has {len(test)} blocks of {params['block_size']} tokens, "
+                         f"got {params['eval_blocks']}")
+    return torch.from_numpy(corp.blocks("train")), torch.from_numpy(test[: params["eval_blocks"]]), corp
+
+
+def start_model(params: dict, mode: str, model=None):
+    """The subject (``model``, or freshly loaded) with its ``qat_blocks`` wrapped in ``mode``'s quantizer
+    (:func:`.qat.wrap`) and only those blocks' parameters trainable; everything else frozen in full
+    precision."""
+    if model is None:
+        model, _, _ = subject(params)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    sherry.wrap(model, mode, blocks=params["qat_blocks"])
+    for i in params["qat_blocks"]:
+        for p in model.model.layers[i].parameters():
+            p.requires_grad_(True)
+    return model
+
+
+def _track(model, blocks) -> list[str]:
+    """Layers whose trapping statistics are recorded: the attention and MLP projections (q, up, down)
+    of the middle one of the QAT'd ``blocks``."""
+    mid = sorted(blocks)[len(blocks) // 2]
+    return [n for n, _ in sherry.quantized_layers(model)
+            if f".layers.{mid}." in n and n.rsplit(".", 1)[-1] in ("q_proj", "up_proj", "down_proj")]
 
 
 def qat(params: dict, variant: str, *, seed: int | None = None, progress: bool = True):
-    """Train one QAT ``variant`` from the shared dense LM for ``qat_steps`` with ``seed`` (default: the
-    first of ``seeds``); cached like every model. All variants of one seed see the same batches."""
+    """Train one QAT ``variant`` of the subject (:func:`subject`) for ``qat_steps`` with ``seed`` (default:
+    the first of ``seeds``): its ``qat_blocks`` through the quantizer, end to end on the language-model
+    loss, everything else frozen. Cached like every model, keeping only the trained blocks. All variants
+    of one seed see the same batches. Returns ``(result, test blocks)``; the result's model is the
+    inference model (Arenas' lambda 0: pure ternary)."""
     seed = params["seeds"][0] if seed is None else seed
     mode, arenas, _ = VARIANTS[variant]
-    base, tok, corp = zoo.trained("dense", params["models_profile"], progress=progress)
-    mparams = zoo.SPEC.resolve(params["models_profile"])
-    train_blocks = torch.from_numpy(corp.blocks("train"))
-    val = torch.from_numpy(corp.blocks("validation")[: params["eval_blocks"]])
-    cfg = zoo.model_config("dense", mparams, corp.vocab_size)
-    tc = training.TrainConfig(steps=params["qat_steps"], batch_size=mparams["batch_size"], lr=params["qat_lr"],
-                              warmup_frac=0.05, seed=seed + 1, eval_every=max(1, params["qat_steps"] // 10),
-                              eval_blocks=min(32, params["eval_blocks"]), checkpoint_every=max(1, params["qat_steps"] // 5),
-                              bf16=mparams["bf16"])
-
-    def start():
-        from transformers import AutoModelForCausalLM
-
-        model = AutoModelForCausalLM.from_pretrained(base.folder)
-        return sherry.wrap(model, mode)
-
-    probe = start()
-    monitor = sherry.QATMonitor(mode, params["qat_steps"], arenas, _track(probe), every=params["track_every"])
+    probe, tok, _ = subject(params)
+    start_model(params, mode, probe)
+    train_blocks, test, corp = texts(params, tok)
+    tc = training.TrainConfig(steps=params["qat_steps"], batch_size=params["qat_batch"], lr=params["qat_lr"],
+                              warmup_frac=0.05, weight_decay=0.0, seed=seed + 1,
+                              eval_every=max(1, params["qat_steps"] // 5), eval_blocks=min(4, params["eval_blocks"]),
+                              checkpoint_every=max(1, params["qat_steps"] // 4), bf16=True)
+    monitor = sherry.QATMonitor(mode, params["qat_steps"], arenas, _track(probe, params["qat_blocks"]),
+                                every=params["track_every"])
+    cfg = probe.config
     del probe
-    result = training.train(cfg, tc, train_blocks, val, name=f"qat-{variant}-{params['models_profile']}",
-                            data_fingerprint=corp.key, init=start, progress=progress, monitor=monitor,
-                            key_extra={"base": base.log["key"], "variant": variant, "track_every": params["track_every"]},
-                            prepare=lambda m: sherry.wrap(m, mode))
+    result = training.train(cfg, tc, train_blocks, test, name=f"qat-{variant}", data_fingerprint=corp.key,
+                            init=lambda: start_model(params, mode), progress=progress, monitor=monitor,
+                            key_extra={"subject": subject_key(params), "variant": variant, "mode": mode,
+                                       "blocks": sorted(params["qat_blocks"]), "block_size": params["block_size"],
+                                       "track_every": params["track_every"]},
+                            save="trainable", val_per_block=True)
     for _, m in sherry.quantized_layers(result.model):  # inference: pure ternary
         if isinstance(m, sherry.QuantLinear):
             m.lam = 0.0
-    return result, val
+    result.model.eval()
+    return result, test
 
 
 def trapping_rows(result, variant: str, seed: int) -> list[dict]:
@@ -108,18 +177,20 @@ def trapping_rows(result, variant: str, seed: int) -> list[dict]:
     return rows
 
 
-def block_nll(runs: dict, val: torch.Tensor) -> dict[str, list[float]]:
-    """Per validation block, the mean NLL of each QAT variant's inference model (the same blocks for
-    all), for the paired bootstrap of the accuracy claims."""
-    return {v: training.block_losses(res.model, val) for v, res in runs.items()}
+def block_nll(runs: dict) -> dict[str, list[float]]:
+    """Per held-out block, the mean NLL of each QAT variant's inference model (the same blocks for all,
+    scored at the end of its training and logged), for the paired bootstrap of the accuracy claims."""
+    return {v: list(res.log["final"]["val_block_losses"]) for v, res in runs.items()}
 
 
-def packed_perplexity(result, val: torch.Tensor) -> dict:
-    """Validation perplexity of a 3:4 QAT model, fake-quantized vs. through the packed kernels."""
+def packed_perplexity(result, val: torch.Tensor, packed_model=None) -> dict:
+    """Held-out perplexity of a 3:4 QAT model, fake-quantized vs. through the packed kernels
+    (``packed_model``: :func:`.qat.to_packed` of a copy of it, made here when not given)."""
     fake = training.evaluate_loss(result.model, val)
-    import copy
+    if packed_model is None:
+        import copy
 
-    packed_model = sherry.to_packed(copy.deepcopy(result.model))
+        packed_model = sherry.to_packed(copy.deepcopy(result.model))
     t0 = time.perf_counter()
     packed = training.evaluate_loss(packed_model, val)
     layers = [m for _, m in packed_model.named_modules() if isinstance(m, sherry.PackedLinear)]
@@ -129,8 +200,8 @@ def packed_perplexity(result, val: torch.Tensor) -> dict:
             "bits_per_weight": 8 * sum(m.packed.nbytes for m in layers) / n_weights}
 
 
-def model_files(result, variant: str) -> dict:
-    """Write the QAT model ``result`` to whole-model files in Sherry's 1.25-bit format, the 2-bit format
+def model_files(model, variant: str) -> dict:
+    """Write the QAT ``model`` (e.g. :func:`whole_ternary` of one) to whole-model files in Sherry's 1.25-bit format, the 2-bit format
     and bfloat16 (:mod:`.modelfile`, into a temporary folder removed afterwards), read each back and
     compare it bit for bit with the model (:func:`.modelfile.verify`).
 
@@ -144,8 +215,8 @@ def model_files(result, variant: str) -> dict:
     out: dict = {"variant": variant, "bytes": {}, "layer_bytes": {}, "header_bytes": {}, "mismatched": [], "tensors": 0}
     with tempfile.TemporaryDirectory(prefix="acl26-sherry-files-") as folder:
         for weights in modelfile.WEIGHTS:
-            path = modelfile.save_model(result.model, Path(folder) / f"model-{weights}.safetensors", weights)
-            check = modelfile.verify(result.model, path)
+            path = modelfile.save_model(model, Path(folder) / f"model-{weights}.safetensors", weights)
+            check = modelfile.verify(model, path)
             out["bytes"][weights] = check["bytes"]
             out["layer_bytes"][weights] = check["layer_bytes"]
             out["header_bytes"][weights] = check["header_bytes"]
@@ -185,6 +256,7 @@ def run(params: dict, progress: bool = True) -> dict:
     res["speed"] = speed.speed_table(params["speed_shapes"], params["speed_formats"], tokens=params["speed_tokens"],
                                      repeats=params["speed_repeats"], peers=params["speed_peers"], progress=progress)
     res["ptq"] = ptq_smollm2(params)
+    res["subject"] = subject_row(params)
 
     first = params["seeds"][0]
     runs, val, qat_runs, trapping = {}, None, [], []
@@ -200,13 +272,73 @@ def run(params: dict, progress: bool = True) -> dict:
                              "monitor": {k: log["monitor"].get(k, {}) for k in ("lambda", "effective_rank", "flip_rate")}})
     res["qat_ppl"] = {v: r.val_ppl for v, r in runs.items()}
     res["qat_seeds"] = {v: {r["seed"]: r["val_ppl"] for r in qat_runs if r["variant"] == v} for v in params["variants"]}
-    res["qat_block_nll"] = block_nll(runs, val)
+    res["qat_block_nll"] = block_nll(runs)
+    # the first seed's gradient ranks, layer by layer and step by step (the same snapshots in every variant)
+    res["rank_snapshots"] = {v: [r for layer in sorted(ranks) for _, r in ranks[layer]]
+                             for v, r_ in runs.items() for ranks in [r_.log["monitor"].get("effective_rank", {})]}
     res["trapping"] = trapping
     res["qat_runs"] = qat_runs
     target = "sparse34+arenas" if "sparse34+arenas" in runs else next((v for v in runs if v.startswith("sparse34")), None)
-    res["packed"] = packed_perplexity(runs[target], val) | {"variant": target} if target else None
-    res["model_file"] = model_files(runs[target], target) if target else None
+    res["packed"], res["generations"], res["model_file"] = None, [], None
+    if target:
+        import copy
+
+        packed_model = sherry.to_packed(copy.deepcopy(runs[target].model))
+        res["packed"] = packed_perplexity(runs[target], val, packed_model) | {"variant": target}
+        if params["gen_tokens"]:
+            base, tok, name = subject(params)
+            res["generations"] = generations({f"{name}, full precision": base,
+                                              f"{VARIANTS[target][2]}, packed": packed_model}, tok, params["gen_tokens"])
+            del base
+        del packed_model
+        res["model_file"] = model_files(whole_ternary(runs[target].model), target)
     return res
+
+
+#: the prompts the chapter continues greedily with the packed model and with the full-precision subject
+GEN_PROMPTS = ("The President told Congress that", "Shall I compare thee to")
+
+
+@torch.no_grad()
+def generations(named_models: dict, tok, max_new_tokens: int, prompts=GEN_PROMPTS) -> list[dict]:
+    """Greedy continuations of ``prompts`` by each of ``named_models`` (``{label: model}``): one row per
+    (model, prompt) with the text and the seconds it took."""
+    rows = []
+    for label, model in named_models.items():
+        model.eval()
+        for prompt in prompts:
+            ids = tok(prompt, return_tensors="pt").input_ids
+            t0 = time.perf_counter()
+            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
+                                 do_sample=False, pad_token_id=tok.eos_token_id)
+            rows.append({"model": label, "prompt": prompt, "continuation": tok.decode(out[0, ids.shape[1]:],
+                                                                                      skip_special_tokens=True),
+                         "new tokens": int(out.shape[1] - ids.shape[1]), "seconds": time.perf_counter() - t0})
+    return rows
+
+
+def whole_ternary(model):
+    """A copy of the QAT'd ``model`` with every decoder block in 3:4 ternary: the QAT'd blocks as they
+    were trained, every other block's linear layers ternarized without training (:func:`.qat.wrap`).
+    The size claim is decided on its files: their bytes depend on the format, not on the training."""
+    import copy
+
+    whole = sherry.wrap(copy.deepcopy(model), "sparse34")
+    for _, m in sherry.quantized_layers(whole):
+        if m.mode != "sparse34":
+            raise ValueError(f"whole_ternary takes a 3:4 QAT model, got a layer of mode {m.mode!r}")
+        m.lam = 0.0
+    return whole
+
+
+def subject_row(params: dict) -> dict:
+    """What the accuracy half trains: the subject, its QAT'd blocks and their share of its weights."""
+    model, _, name = subject(params)
+    total = sum(p.numel() for p in model.parameters())
+    trained = sum(p.numel() for i in params["qat_blocks"] for p in model.model.layers[i].parameters())
+    return {"subject": name, "decoder layers": len(model.model.layers), "QAT'd blocks": sorted(params["qat_blocks"]),
+            "trained parameters": trained, "all parameters": total, "trained share": trained / total,
+            "block size": params["block_size"], "blocks per step": params["qat_batch"], "steps": params["qat_steps"]}
 
 
 def decoded_shapes(result: dict | None) -> str:
@@ -229,7 +361,8 @@ def decoded_shapes(result: dict | None) -> str:
 
 def metrics(results: dict) -> dict:
     """The figures of a run worth keeping beside the verdicts (``ledger.save(metrics=...)``): JSON-ready."""
-    keep = ("bits", "speed", "ptq", "qat_seeds", "trapping", "packed", "model_file", "llamacpp_reason")
+    keep = ("bits", "speed", "ptq", "subject", "qat_seeds", "trapping", "packed", "generations", "model_file",
+            "llamacpp_reason")
     out = {k: results.get(k) for k in keep}
     out["qat"] = [{k: r[k] for k in ("variant", "seed", "val_ppl", "seconds", "from_cache")}
                   for r in results.get("qat_runs") or []]

@@ -25,28 +25,38 @@ def _ratio_inputs(results: dict, a: str, b: str) -> dict | None:
                 statistic="ppl_ratio")
 
 
-def _diff_inputs(results: dict, a: str, b: str, key: str = "stuck share") -> dict | None:
-    """The inputs of ``record_noisy`` for the difference of a trapping statistic, variant ``a`` minus ``b``
-    (each the mean over the tracked layers): per seed where two or more seeds have both, and the
-    difference of the means over everything; None where either variant has no rows."""
+RANK = "grad effective rank (mean)"
+
+
+def _rank_ratio_inputs(results: dict, a: str, b: str) -> dict | None:
+    """The inputs of ``record_noisy`` for the ratio of the gradients' effective rank, variant ``a`` over
+    ``b`` (each the mean over the tracked layers and the snapshots of training): per seed where two or
+    more seeds have both (seeds paired), else a paired bootstrap over the first seed's snapshots
+    (``rank_snapshots``: the same layers at the same steps in every variant), and the ratio of the means
+    over everything; None where either variant has no finite rank."""
     acc: dict = {}
     for row in results.get("trapping") or []:
-        acc.setdefault((row["variant"], row.get("seed")), []).append(row[key])
+        if np.isfinite(row[RANK]):
+            acc.setdefault((row["variant"], row.get("seed")), []).append(row[RANK])
     per = {k: float(np.mean(v)) for k, v in acc.items()}
-    variants = {v for v, _ in per}
-    if not {a, b} <= variants:
+    if not {a, b} <= {v for v, _ in per}:
         return None
     seeds = sorted(({s for v, s in per if v == a} & {s for v, s in per if v == b}) - {None}, key=str)
-    mean = _variant_means(results, key)
-    return dict(per_seed=[per[(a, s)] - per[(b, s)] for s in seeds] if len(seeds) >= 2 else None,
-                paired=None, point=mean[a] - mean[b], statistic="mean_diff", means=mean)
+    mean = _variant_means(results, RANK)
+    snaps = results.get("rank_snapshots") or {}
+    paired = None
+    if a in snaps and b in snaps and len(snaps[a]) == len(snaps[b]) >= 2:
+        paired = (snaps[a], snaps[b])
+    return dict(per_seed=[per[(a, s)] / per[(b, s)] for s in seeds] if len(seeds) >= 2 else None,
+                paired=paired, point=mean[a] / mean[b], statistic="ratio_of_means", means=mean, unit="snapshots")
 
 
 def _variant_means(results: dict, key: str) -> dict[str, float]:
-    """The mean of a trapping statistic per variant, over its tracked layers and seeds."""
+    """The mean of a trapping statistic per variant, over its tracked layers and seeds (NaN left out)."""
     acc: dict = {}
     for row in results.get("trapping") or []:
-        acc.setdefault(row["variant"], []).append(row[key])
+        if np.isfinite(row[key]):
+            acc.setdefault(row["variant"], []).append(row[key])
     return {v: float(np.mean(x)) for v, x in acc.items()}
 
 
@@ -54,12 +64,13 @@ def _noisy(inputs: dict):
     """``acl26.stats.noisy`` on :func:`_ratio_inputs` / :func:`_diff_inputs`: ``(value, interval, how)``."""
     from acl26 import stats
 
-    return stats.noisy(inputs["per_seed"], inputs["paired"], inputs["point"], statistic=inputs["statistic"])
+    return stats.noisy(inputs["per_seed"], inputs["paired"], inputs["point"], statistic=inputs["statistic"],
+                       unit=inputs.get("unit", "blocks"))
 
 
 def _record(ledger: C.Ledger, cid: str, inputs: dict, shown: str, note: str = "") -> None:
     ledger.record_noisy(cid, per_seed=inputs["per_seed"], paired=inputs["paired"], point=inputs["point"],
-                        statistic=inputs["statistic"], shown=shown, note=note)
+                        statistic=inputs["statistic"], shown=shown, note=note, unit=inputs.get("unit", "blocks"))
 
 
 def _resolution(ledger: C.Ledger, cid: str, measured: dict, missing: str) -> None:
@@ -98,8 +109,9 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
       paired bootstrap over the first seed's validation blocks, else a point). Controls first:
       ``qat_separates`` (absmean ternary over full precision > 1), ``ppl_resolves`` (the widest
       half-width of the ratios arenas_gain and matches_158 are decided on < :data:`PPL_RESOLUTION`)
-      and ``trap_resolves`` (the same of the stuck-share differences < :data:`TRAP_RESOLUTION`); a
-      claim whose controls do not all hold is not testable here.
+      and ``trap_resolves`` (the same of the gradient effective-rank ratios trapping and arenas_frees
+      are decided on < :data:`RANK_RESOLUTION`); a claim whose controls do not all hold is not testable
+      here. The stuck-weight shares are shown beside the rank ratios.
     * ``packed_exact`` (a check): the packed model's perplexity against the fake-quantized one's.
     """
     from acl26 import stats
@@ -118,13 +130,14 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
         n_bad = len(mf["mismatched"])
         ledger.record("file_exact", n_bad,
                       shown=(f"{mf['tensors']} tensors read back from the Sherry, 2-bit and BF16 files of the "
-                             f"{mf['variant']} model ({mf['layers']} packed layers, {mf['weights']:,} weights): "
+                             f"whole model in 3:4 (QAT'd blocks from {mf['variant']}; {mf['layers']} packed layers, "
+                             f"{mf['weights']:,} weights): "
                              + ("all equal" if not n_bad else f"{n_bad} differ: {', '.join(mf['mismatched'][:3])}")))
         if mf["exact"]:
             whole = nb["sherry"] / nb["i2"]
             ledger.record("size", whole,
-                          shown=f"{whole:.1%} ({nb['sherry']:,} / {nb['i2']:,} bytes, files of the {mf['variant']} "
-                                f"model, bf16 embeddings); of the BF16 file {nb['sherry'] / nb['bf16']:.1%} "
+                          shown=f"{whole:.1%} ({nb['sherry']:,} / {nb['i2']:,} bytes: files of the whole model in 3:4, "
+                                f"its QAT'd blocks from {mf['variant']}, bf16 embeddings); of the BF16 file {nb['sherry'] / nb['bf16']:.1%} "
                                 f"(paper {_PAPER_MB['sherry'] / _PAPER_MB['bf16']:.1%}); quantized layers alone "
                                 f"{lb['sherry'] / lb['i2']:.1%} of the 2-bit ones")
         else:
@@ -235,23 +248,23 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
         else:
             ledger.untested(cid, f"the variants {a} and {b} are both needed")
 
-    ranks = _variant_means(results, "grad effective rank (mean)")
-    trap_pairs = {"trapping": ("sparse34", "absmean", "(3:4)", "(absmean)"),
+    stuck = _variant_means(results, "stuck share")
+    trap_pairs = {"trapping": ("sparse34", "absmean", "under 3:4", "under absmean"),
                   "arenas_frees": ("sparse34+arenas", "sparse34", "with Arenas", "without")}
-    diff_in = {cid: _diff_inputs(results, a, b) for cid, (a, b, _, _) in trap_pairs.items()}
-    _resolution(ledger, "trap_resolves", {cid: _noisy(x) for cid, x in diff_in.items() if x},
-                "the trapping statistics of the ternary variants are missing")
+    rank_in = {cid: _rank_ratio_inputs(results, a, b) for cid, (a, b, _, _) in trap_pairs.items()}
+    _resolution(ledger, "trap_resolves", {cid: _noisy(x) for cid, x in rank_in.items() if x},
+                "the gradient ranks of the ternary variants are missing")
     for cid, (a, b, la, lb) in trap_pairs.items():
-        x = diff_in[cid]
+        x = rank_in[cid]
         if not x:
-            ledger.untested(cid, f"the trapping statistics of {a} and {b} are both needed")
+            ledger.untested(cid, f"the gradient effective ranks of {a} and {b} are both needed")
             continue
         value, _, _ = _noisy(x)
-        shown = f"stuck share {x['means'][a]:.1%} {la} vs {x['means'][b]:.1%} {lb}"
-        if a in ranks and b in ranks:
-            shown += f"; gradient effective rank {ranks[a]:.1f} vs {ranks[b]:.1f}"
+        shown = f"gradient effective rank {x['means'][a]:.1f} {la} vs {x['means'][b]:.1f} {lb}"
         if x["per_seed"]:
-            shown += f"; mean difference over {len(x['per_seed'])} seeds {value:+.1%}"
+            shown += f"; mean ratio over {len(x['per_seed'])} seeds {value:.3f}×"
+        if a in stuck and b in stuck:
+            shown += f"; stuck share {stuck[a]:.1%} vs {stuck[b]:.1%}"
         _record(ledger, cid, x, shown, note=seeds_note if x["per_seed"] else "")
 
     pk = results.get("packed")
