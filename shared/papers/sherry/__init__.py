@@ -5,13 +5,14 @@ packed deployment layer); the packed formats and kernels are :mod:`acl26.kernels
 :mod:`.decoder` builds decoders of real shapes in each format, :mod:`.speed` times them,
 :mod:`.paper` holds the paper's speed table, :mod:`.peers` llama.cpp's ternary types,
 :mod:`.kernel_bench` the kernel benchmarks, :mod:`.modelfile` whole-model files with the ternary layers
-packed, :mod:`.spec` the chapter's parameters and rows, :mod:`.study` its experiments, :mod:`.verdicts`
+packed, :mod:`.engine` any transformers LLaMA-family model through the packed decoder (:class:`Engine`), :mod:`.spec` the chapter's parameters and rows, :mod:`.study` its experiments, :mod:`.verdicts`
 its verdicts, :mod:`.bench` its benchmarks.
 """
 
 from acl26 import zoo
 from acl26.chapter import Chapter
-from acl26.papers.sherry import bench, llamacpp, modelfile, spec, study, verdicts
+from acl26.papers.sherry import bench, engine, llamacpp, modelfile, spec, study, verdicts
+from acl26.papers.sherry.engine import Engine
 from acl26.papers.sherry.modelfile import load_model, model_from_file, save_model
 from acl26.papers.sherry.qat import (MODES, PackedLinear, QATMonitor, QuantLinear, absmean, arenas_lambda,
                                      effective_rank, quantize, quantized_layers, sparse34, to_packed, wrap)
@@ -33,6 +34,6 @@ CHAPTER = Chapter(
     kernels=("ternary",),
 )
 
-__all__ = ["CHAPTER", "MODES", "PackedLinear", "QATMonitor", "QuantLinear", "absmean", "arenas_lambda", "effective_rank",
+__all__ = ["CHAPTER", "Engine", "MODES", "engine", "PackedLinear", "QATMonitor", "QuantLinear", "absmean", "arenas_lambda", "effective_rank",
            "load_model", "model_from_file", "modelfile", "quantize", "quantized_layers", "save_model", "sparse34",
            "to_packed", "wrap"]

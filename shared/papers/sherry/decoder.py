@@ -346,6 +346,10 @@ class Model:
     embedding: Embedding
     final_norm: np.ndarray
     head_seconds: float = field(default=0.0, repr=False)  # time in the output head, summed over calls
+    #: RoPE frequencies (head_dim / 2,), e.g. a transformers model's (LLaMA-3 scaling included); None:
+    #: ``1 / rope_theta ** (2i / head_dim)``
+    inv_freq: np.ndarray | None = field(default=None, repr=False)
+    rms_eps: float = 1e-5
 
     # sizes -------------------------------------------------------------------------------
     @property
@@ -369,7 +373,8 @@ class Model:
 
     def _rope(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         hd = self.shape.head_dim
-        inv = 1.0 / self.shape.rope_theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd)
+        inv = (1.0 / self.shape.rope_theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd) if self.inv_freq is None
+               else np.asarray(self.inv_freq, np.float64))
         ang = np.outer(positions.astype(np.float64), inv)
         return np.cos(ang).astype(np.float32)[:, None, :], np.sin(ang).astype(np.float32)[:, None, :]
 
@@ -411,7 +416,7 @@ class Model:
         mm = (lambda L, a: L.gemv(a[0])[None]) if n == 1 else (lambda L, a: L.gemm(a))
         for li, blk in enumerate(self.blocks):
             lin = blk.linears
-            h = _rmsnorm(x, blk.attn_norm)
+            h = _rmsnorm(x, blk.attn_norm, self.rms_eps)
             q = self._apply_rope(mm(lin["q"], h).reshape(n, H, hd), cos, sin)
             k = self._apply_rope(mm(lin["k"], h).reshape(n, KV, hd), cos, sin)
             v = mm(lin["v"], h).reshape(n, KV, hd)
@@ -427,10 +432,10 @@ class Model:
             sc /= sc.sum(axis=-1, keepdims=True)
             att = np.matmul(sc, V).reshape(KV, n, g, hd).transpose(1, 0, 2, 3).reshape(n, H * hd)
             x = x + mm(lin["o"], att)
-            h = _rmsnorm(x, blk.mlp_norm)
+            h = _rmsnorm(x, blk.mlp_norm, self.rms_eps)
             x = x + mm(lin["down"], _silu(mm(lin["gate"], h)) * mm(lin["up"], h))
         cache.length = T
-        hidden = _rmsnorm(x, self.final_norm)
+        hidden = _rmsnorm(x, self.final_norm, self.rms_eps)
         t0 = time.perf_counter()
         logits = self.embedding.logits(np.ascontiguousarray(hidden[-1]))
         self.head_seconds += time.perf_counter() - t0
@@ -449,7 +454,8 @@ class Model:
         """
         blocks = [Block(b.attn_norm, b.mlp_norm, {k: TorchLinear(torch.from_numpy(np.ascontiguousarray(
             lin.dense(), np.float32))) for k, lin in b.linears.items()}) for b in self.blocks]
-        return Model(self.shape, "fp32", blocks, self.embedding, self.final_norm)
+        return Model(self.shape, "fp32", blocks, self.embedding, self.final_norm, inv_freq=self.inv_freq,
+                     rms_eps=self.rms_eps)
 
 
 # --------------------------------------------------------------------------------------------

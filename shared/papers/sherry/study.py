@@ -286,10 +286,15 @@ def run(params: dict, progress: bool = True) -> dict:
         packed_model = sherry.to_packed(copy.deepcopy(runs[target].model))
         res["packed"] = packed_perplexity(runs[target], val, packed_model) | {"variant": target}
         if params["gen_tokens"]:
+            from acl26.papers.sherry.engine import Engine
+
             base, tok, name = subject(params)
-            res["generations"] = generations({f"{name}, full precision": base,
-                                              f"{VARIANTS[target][2]}, packed": packed_model}, tok, params["gen_tokens"])
-            del base
+            engine = Engine.from_transformers(runs[target].model, "sherry", blocks=params["qat_blocks"], name=name)
+            res["generations"] = generations(
+                {f"{name}, full precision (transformers)": base,
+                 f"{VARIANTS[target][2]}: blocks {_span(params['qat_blocks'])} packed 1.25-bit, the rest bf16 "
+                 "(our Engine)": engine}, tok, params["gen_tokens"])
+            del base, engine
         del packed_model
         res["model_file"] = model_files(whole_ternary(runs[target].model), target)
     return res
@@ -301,20 +306,31 @@ GEN_PROMPTS = ("The President told Congress that", "Shall I compare thee to")
 
 @torch.no_grad()
 def generations(named_models: dict, tok, max_new_tokens: int, prompts=GEN_PROMPTS) -> list[dict]:
-    """Greedy continuations of ``prompts`` by each of ``named_models`` (``{label: model}``): one row per
-    (model, prompt) with the text and the seconds it took."""
+    """Greedy continuations of ``prompts`` by each of ``named_models`` (``{label: model}``: a transformers
+    model, decoded by its own ``generate``, or an :class:`~acl26.papers.sherry.engine.Engine`): one row
+    per (model, prompt) with the text and the seconds it took."""
+    from acl26.papers.sherry.engine import Engine
+
     rows = []
     for label, model in named_models.items():
-        model.eval()
         for prompt in prompts:
             ids = tok(prompt, return_tensors="pt").input_ids
             t0 = time.perf_counter()
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                                 do_sample=False, pad_token_id=tok.eos_token_id)
-            rows.append({"model": label, "prompt": prompt, "continuation": tok.decode(out[0, ids.shape[1]:],
-                                                                                      skip_special_tokens=True),
-                         "new tokens": int(out.shape[1] - ids.shape[1]), "seconds": time.perf_counter() - t0})
+            if isinstance(model, Engine):
+                new = model.generate(ids[0], max_new_tokens, eos_token_id=tok.eos_token_id)[ids.shape[1]:]
+            else:
+                model.eval()
+                new = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
+                                     do_sample=False, pad_token_id=tok.eos_token_id)[0, ids.shape[1]:]
+            rows.append({"model": label, "prompt": prompt,
+                         "continuation": tok.decode(new, skip_special_tokens=True),
+                         "new tokens": int(len(new)), "seconds": time.perf_counter() - t0})
     return rows
+
+
+def _span(ix) -> str:
+    ix = sorted(ix)
+    return f"{ix[0]}–{ix[-1]}" if ix == list(range(ix[0], ix[-1] + 1)) and len(ix) > 2 else ", ".join(map(str, ix))
 
 
 def whole_ternary(model):
