@@ -863,3 +863,43 @@ def _matmul_ser(X, PT, codes, signs, scale, Y, seg_pairs, level, signed):
     lut = _build_lut(X, PT, codes.shape[1] // 8)
     for t in range(-(-codes.shape[0] // GEMV_BLOCKS)):
         _tile_rows(t, codes, signs, lut, scale, Y, seg_pairs, level, signed)
+
+
+# --------------------------------------------------------------------------------------------
+# the memory limit: the machine's streaming read bandwidth, the bound a decoder's bytes per token meet
+
+
+@njit(cache=True, parallel=True, fastmath=True)
+def _stream_sum(a2, rows_per_task):
+    # 64 independent float32 lanes per task: the loads vectorize and the adds never wait on each other
+    # (a single running sum measured about 2/3 of the bandwidth torch's own sum reaches)
+    n_tasks = (a2.shape[0] + rows_per_task - 1) // rows_per_task
+    acc = np.zeros((n_tasks, 64), np.float32)
+    for b in prange(n_tasks):
+        v = np.zeros(64, np.float32)
+        for r in range(b * rows_per_task, min(a2.shape[0], (b + 1) * rows_per_task)):
+            for j in range(64):
+                v[j] += a2[r, j]
+        acc[b] = v
+    return acc.sum()
+
+
+def read_bandwidth(nbytes: int = 512 * 2**20, repeats: int = 7) -> dict:
+    """The streaming read bandwidth of this machine on numba's current threads: a parallel sum over a
+    float32 array of ``nbytes`` (rounded down to 256 bytes; far larger than the caches), timed
+    ``repeats`` times after a warm-up. It reaches what torch's own sum and float32 GEMV read at.
+    Returns ``{"gb_s": median, "runs": [GB/s per run], "bytes", "threads"}`` (GB = 1e9 bytes)."""
+    import time
+
+    import numba
+
+    nbytes = checks.integer("nbytes", nbytes, 4 * 2**20)
+    repeats = checks.integer("repeats", repeats, 1)
+    a = np.ones((nbytes // 256, 64), np.float32)
+    _stream_sum(a, 1024)  # compile and touch every page
+    runs = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        _stream_sum(a, 1024)
+        runs.append(a.nbytes / (time.perf_counter() - t0) / 1e9)
+    return {"gb_s": float(np.median(runs)), "runs": runs, "bytes": int(a.nbytes), "threads": numba.get_num_threads()}

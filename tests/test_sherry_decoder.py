@@ -279,6 +279,16 @@ def test_speed_table_rows():
         assert r["total_mb"] == decoder.model_bytes(SHAPE, f)["total"] / decoder.MB
     assert by["sherry"]["stream_bits_per_weight"] < by["tl2"]["stream_bits_per_weight"] < 2.01
     assert 2.0 <= by["i2"]["stream_bits_per_weight"] < 2.2  # padding of the partial blocks of 16 rows
+    # the memory limit: one bandwidth for the call; bytes per token = projections + norms + the tied head
+    bw = {r["bandwidth_gb_s"] for r in rows}
+    assert len(bw) == 1 and bw.pop() > 0
+    for f, r in by.items():
+        b = decoder.model_bytes(SHAPE, f)
+        assert r["bytes_per_token"] == b["linear"] + b["norms"] + b["embedding"]  # tied: the head is the table
+        if r["decode_tok_s"]:
+            assert r["limit_share"] == pytest.approx(r["bytes_per_token"] * r["decode_tok_s"] / (r["bandwidth_gb_s"] * 1e9))
+        else:
+            assert r["limit_share"] is None
     seq = speed.speed_table([SHAPE], ["sherry"], tokens=1, repeats=1, context=1, prefill=False, interleave=False,
                          progress=False)
     assert seq[0]["status"] == "ok" and seq[0]["prefill_tok_s"] is None and seq[0]["interleaved"] is False

@@ -337,3 +337,14 @@ def test_quick_benchmark_reports_rows_and_goals():
     assert all({"goal", "target", "measured", "met"} <= set(g) for g in data["goals"])
     bits = [g for g in data["goals"] if g["goal"].startswith("bits per weight")]
     assert bits and bits[0]["met"]
+
+
+def test_read_bandwidth_measures_and_checks_its_arguments():
+    from acl26.kernels import ternary as tn
+
+    got = tn.read_bandwidth(8 * 2**20, repeats=2)
+    assert got["bytes"] == 8 * 2**20 and len(got["runs"]) == 2 and got["gb_s"] > 0 and got["threads"] >= 1
+    with pytest.raises(ValueError, match="nbytes"):
+        tn.read_bandwidth(1024)
+    with pytest.raises(ValueError, match="repeats"):
+        tn.read_bandwidth(8 * 2**20, repeats=0)

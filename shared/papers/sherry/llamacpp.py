@@ -360,13 +360,16 @@ def gguf_model(shape, key: str, *, seed: int = 0, progress: bool = False) -> Pat
 
 def gguf_sizes(path: Path) -> dict:
     """Bytes of a GGUF file: ``total`` (the file), ``linear`` (the blocks' projection tensors) and
-    ``linear_params`` (their weights), ``embedding`` (token embeddings and output head)."""
+    ``linear_params`` (their weights), ``embedding`` (token embeddings and output head), ``head`` (the
+    output head read per token: ``output.weight``, or the token embeddings when the head is tied to them)."""
     import gguf
 
     r = gguf.GGUFReader(str(path))
     lin = [t for t in r.tensors if t.name.startswith("blk.") and not t.name.endswith("norm.weight")]
     emb = [t for t in r.tensors if t.name in ("token_embd.weight", "output.weight")]
+    by = {t.name: int(t.n_bytes) for t in emb}
     return {"total": path.stat().st_size, "linear": sum(int(t.n_bytes) for t in lin),
+            "head": by.get("output.weight", by.get("token_embd.weight", 0)),
             "linear_params": sum(int(t.n_elements) for t in lin), "embedding": sum(int(t.n_bytes) for t in emb),
             "types": sorted({t.tensor_type.name for t in lin}),
             "embedding_types": sorted({t.tensor_type.name for t in emb})}

@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from acl26 import checks, timing
+from acl26.kernels import ternary as tn
 from acl26.papers.sherry.decoder import (FORMATS, LABELS, MB, PACKED, Embedding, KVCache, Model, Shape, _check_format,
                                          available_bytes, build_model, get_shape, model_bytes, random_embedding,
                                          skip_reason)
@@ -57,9 +58,16 @@ def _run_once(model: Model, cache: KVCache, context: int, tokens: int, prefill: 
 
 
 
+def read_bytes_per_token(s: Shape, linear: int, embedding: int, norms: int) -> int:
+    """Bytes a decode step reads: every projection, the norms and the output head (the embedding table
+    when tied, else its half that is the head; the one embedding row looked up is left out)."""
+    return int(linear + norms + (embedding if s.tied else embedding // 2))
+
+
 def _size_fields(s: Shape, fmt: str) -> dict:
     b = model_bytes(s, fmt)
     return dict(weight_mb=b["linear"] / MB, embed_mb=b["embedding"] / MB, total_mb=b["total"] / MB,
+                bytes_per_token=read_bytes_per_token(s, b["linear"], b["embedding"], b["norms"]),
                 bits_per_weight=8 * b["linear"] / s.linear_params,
                 stream_bits_per_weight=(8 * b["streams"] / s.linear_params) if fmt in PACKED else None,
                 linear_params=s.linear_params, total_params=s.params)
@@ -97,6 +105,12 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
     prefill are None; sizes are the GGUF file's, ``weight_mb`` its projection tensors) plus
     ``peer`` True and ``gguf_types``. Where llama.cpp is not built, or a TQ type cannot hold the
     shape's rows, the peer's row is "skipped" with the reason.
+
+    The memory limit, measured in the same call on the same threads
+    (:func:`acl26.kernels.ternary.read_bandwidth`): every row has ``bandwidth_gb_s`` (the machine's
+    streaming read bandwidth), ``bytes_per_token`` (:func:`read_bytes_per_token`; a peer's from its
+    GGUF file) and ``limit_share`` = bytes per token x decode tok/s / bandwidth (None when not timed):
+    how close the format's decoding comes to the speed the bytes it reads allow.
     """
     from tqdm import tqdm
 
@@ -131,6 +145,7 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
     jobs += [(s, k) for s in shape_objs for k in peers]
     bar = tqdm(total=len(jobs) * (repeats + 1), desc="speed table", disable=not progress)
     with timing.threads(n_threads):
+        bw = tn.read_bandwidth()["gb_s"]
         for s in shape_objs:
             reasons = {f: skip_reason(s, f, max_gb=max_gb) for f in formats}
             todo = [f for f in formats if reasons[f] is None]
@@ -219,7 +234,7 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
                     bar.update(repeats + 1)
                     row.update(decode_tok_s=None, decode_ms=None, head_ms=None, blocks_ms=None,
                                prefill_tok_s=None, decode_runs=[], prefill_runs=[], build_s=None)
-                rows.append(row)
+                rows.append(_limit(row, bw))
             for k in peers:
                 label = llamacpp.PEERS[k][0]
                 row = dict(shape=s.name, paper_row=s.paper_row, format=k, label=label, peer=True,
@@ -235,15 +250,27 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
                     row.update(decode_tok_s=dec, decode_ms=1e3 / dec, decode_runs=res["decode"], build_s=res["build_s"],
                                weight_mb=z["linear"] / MB, embed_mb=z["embedding"] / MB, total_mb=z["total"] / MB,
                                bits_per_weight=8 * z["linear"] / z["linear_params"],
+                               # projections, the head, and the rest of the file but the embeddings (norms)
+                               bytes_per_token=int(z["linear"] + z["head"] + z["total"] - z["linear"]
+                                                   - z["embedding"]),
                                gguf_types="/".join(z["types"]) + " (embeddings and head: "
                                           + "/".join(z["embedding_types"]) + ")")
                 else:
                     bar.update(repeats + 1)
                     row.update(decode_tok_s=None, decode_ms=None, decode_runs=[], build_s=None, weight_mb=None,
-                               embed_mb=None, total_mb=None, bits_per_weight=None, gguf_types=None)
-                rows.append(row)
+                               embed_mb=None, total_mb=None, bits_per_weight=None, gguf_types=None,
+                               bytes_per_token=None)
+                rows.append(_limit(row, bw))
     bar.close()
     return rows
+
+
+def _limit(row: dict, bandwidth_gb_s: float) -> dict:
+    """``row`` with the memory limit's fields (see :func:`speed_table`)."""
+    bpt, tok_s = row.get("bytes_per_token"), row.get("decode_tok_s")
+    row["bandwidth_gb_s"] = bandwidth_gb_s
+    row["limit_share"] = bpt * tok_s / (bandwidth_gb_s * 1e9) if bpt and tok_s else None
+    return row
 
 
 # --------------------------------------------------------------------------------------------
