@@ -79,7 +79,7 @@ from acl26 import checks
 from acl26.kernels._jit import njit
 
 #: public functions of this module that are not kernels (no jitted core, so no numpy twin)
-NOT_KERNELS = ("layout", "bits_per_weight", "simd_level")
+NOT_KERNELS = ("layout", "bits_per_weight", "simd_level", "read_bandwidth")  # read_bandwidth: a timing probe
 
 BLOCK_ROWS = 16  # rows per block: 16 float32 lanes of one AVX-512 register
 GEMM_TILE = 4  # activation columns sharing one pass over the codes in GEMM

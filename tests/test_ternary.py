@@ -342,6 +342,8 @@ def test_quick_benchmark_reports_rows_and_goals():
 def test_read_bandwidth_measures_and_checks_its_arguments():
     from acl26.kernels import ternary as tn
 
+    a = np.random.default_rng(0).standard_normal((5000, 64)).astype(np.float32)
+    assert tn._stream_sum(a, 1024) == pytest.approx(float(a.astype(np.float64).sum()), abs=1e-2)  # it reads everything
     got = tn.read_bandwidth(8 * 2**20, repeats=2)
     assert got["bytes"] == 8 * 2**20 and len(got["runs"]) == 2 and got["gb_s"] > 0 and got["threads"] >= 1
     with pytest.raises(ValueError, match="nbytes"):
