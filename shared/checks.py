@@ -106,6 +106,12 @@ def layer_indices(name: str, value: Any, n: int) -> list[int]:
     return sorted(out)
 
 
+def layer_span(indices) -> str:
+    """Layer indices as a reader writes them: ``"10–19"`` for a run of three or more, else ``"3, 5"``."""
+    ix = sorted(indices)
+    return f"{ix[0]}–{ix[-1]}" if ix == list(range(ix[0], ix[-1] + 1)) and len(ix) > 2 else ", ".join(map(str, ix))
+
+
 def _bounds(lo, hi, lo_open: bool = False, hi_open: bool = False) -> str:
     parts = []
     if lo is not None:

@@ -114,18 +114,18 @@ def _kind(kind: str) -> str:
 
 
 def model_config(kind: str, params: dict, vocab_size: int):
-    if _kind(kind) == "moe":
-        heads, kv_heads = attention_heads(params["moe_hidden"])
-        return models.moe_config(vocab_size, hidden=params["moe_hidden"], layers=params["moe_layers"],
-                                 heads=heads, kv_heads=kv_heads,
-                                 experts=params["moe_experts"], top_k=params["moe_top_k"],
-                                 expert_intermediate=params["moe_expert_intermediate"],
-                                 max_positions=params["block_size"])
-    raise AssertionError(kind)  # pragma: no cover - _kind refused it
+    _kind(kind)
+    heads, kv_heads = attention_heads(params["moe_hidden"])
+    return models.moe_config(vocab_size, hidden=params["moe_hidden"], layers=params["moe_layers"],
+                             heads=heads, kv_heads=kv_heads,
+                             experts=params["moe_experts"], top_k=params["moe_top_k"],
+                             expert_intermediate=params["moe_expert_intermediate"],
+                             max_positions=params["block_size"])
 
 
 def train_config(kind: str, params: dict) -> training.TrainConfig:
-    steps = params["moe_steps"] if _kind(kind) == "moe" else 0
+    _kind(kind)
+    steps = params["moe_steps"]
     return training.TrainConfig(steps=steps, batch_size=params["batch_size"], lr=params["lr"], seed=params["seed"],
                                 eval_every=max(1, steps // 10), eval_blocks=32, checkpoint_every=max(1, steps // 4),
                                 warmup_frac=0.05, bf16=params["bf16"])

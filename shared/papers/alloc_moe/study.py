@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from acl26 import corpus as corpus_mod
-from acl26 import models, stats, zoo
+from acl26 import checks, models, stats, zoo
 from acl26.kernels import dp_alloc
 from acl26.papers.alloc_moe import routing as R
 from acl26.papers.alloc_moe import speed as moe_speed
@@ -94,14 +94,10 @@ def main_subject(params: dict, progress: bool = True):
         raise ValueError(f"budgets: each must be below the MoEfied subject's native top-k, which is {k} "
                          f"(the smallest k within {params['native_margin']:.0%} of the dense model); got {params['budgets']}")
     return moe, tok, {"source": f"{what} MoEfied: {params['moefy_experts']} experts in each of layers "
-                                f"{_span(params['moefy_layers'])}, native top-{k}",
+                                f"{checks.layer_span(params['moefy_layers'])}, native top-{k}",
                       "class": f"{type(moe).__name__} (MoEfied)", "seed": None, "val_ppl": None,
                       "moefy_s": round(time.perf_counter() - t0, 1), "native_k_table": table}
 
-
-def _span(ix) -> str:
-    ix = sorted(ix)
-    return f"{ix[0]}–{ix[-1]}" if ix == list(range(ix[0], ix[-1] + 1)) and len(ix) > 2 else ", ".join(map(str, ix))
 
 
 def set_native_k(model, k: int) -> None:

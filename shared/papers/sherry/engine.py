@@ -125,6 +125,7 @@ class Engine:
         if float(getattr(rot, "attention_scaling", 1.0)) != 1.0:
             raise ValueError(f"model: rotary attention scaling {rot.attention_scaling} (YaRN-style) is not supported")
         inv_freq = rot.inv_freq.detach().double().numpy()
+        # the decoder's convention: float32 throughout for fp32, bf16 tables and dense layers otherwise
         dense_dtype = torch.float32 if fmt == "fp32" else torch.bfloat16
         out_blocks = []
         for i, layer in enumerate(layers):
@@ -141,9 +142,8 @@ class Engine:
                     lins[short] = D.TorchLinear(w.to(dense_dtype).contiguous())
             out_blocks.append(D.Block(layer.input_layernorm.weight.detach().float().numpy().copy(),
                                       layer.post_attention_layernorm.weight.detach().float().numpy().copy(), lins))
-        table_dtype = torch.float32 if fmt == "fp32" else torch.bfloat16
-        table = embed.weight.detach().to(table_dtype).contiguous()
-        emb = D.Embedding(table, None if tied else head.weight.detach().to(table_dtype).contiguous())
+        table = embed.weight.detach().to(dense_dtype).contiguous()
+        emb = D.Embedding(table, None if tied else head.weight.detach().to(dense_dtype).contiguous())
         eps = float(getattr(cfg, "rms_norm_eps", 1e-5))
         m = D.Model(shape, fmt, out_blocks, emb, final_norm.weight.detach().float().numpy().copy(),
                     inv_freq=inv_freq, rms_eps=eps)

@@ -134,6 +134,20 @@ PPL_RESOLUTION = 0.05
 RANK_RESOLUTION = 0.05
 
 
+# Where the claim definitions changed with the move onto SmolLM2 (issue 27), and why; each was written
+# before the first book run on the new subject (d1add36), none after seeing a verdict:
+# * qat_separates: its wording names absmean's per-row scale because the variant changed, as issue 27
+#   asks (a per-tensor scale gave absmean a coarser scale than 3:4's and so favoured Sherry in
+#   matches_158); its test (absmean / full precision > 1) is unchanged.
+# * trapping, arenas_frees: decided on the gradients' effective rank (ratios, < 1 and > 1), because that
+#   is how the paper defines weight trapping (§3: the gradients homogenise, their effective rank
+#   collapses) and issue 27 asks for it; the stuck share, our own operationalisation, is shown beside.
+# * trap_resolves: asks +-5% of those rank ratios (RANK_RESOLUTION) instead of +-1 point of the stuck
+#   share (TRAP_RESOLUTION, the old arenas_frees margin, which no longer exists once the claims are rank
+#   ratios). The paper gives the collapse no size; 5% is the same resolution the perplexity comparisons
+#   ask, and a change below it would not be called a collapse. It failed in the first run (+-0.060) and
+#   was left as it is.
+# * size: the wording says which files are measured (the whole subject in 3:4); its test is unchanged.
 CLAIMS = [
     C.Claim("bits", "3:4 ternary packs into 5 bits per 4 weights", "1.25 bits/weight", "§3 (encoding)",
             C.equals(1.25), kind="fact"),

@@ -20,7 +20,7 @@ import time
 import numpy as np
 import torch
 
-from acl26 import assets, corpus, evaluation, models, training
+from acl26 import assets, checks, corpus, evaluation, models, training
 from acl26.papers.sherry import llamacpp, modelfile, speed
 from acl26.papers.sherry import qat as sherry
 from acl26.papers.sherry.spec import CLAIMS, GEMV_SHAPES, SPEC, VARIANTS  # noqa: F401  (study.SPEC, study.CLAIMS)
@@ -292,7 +292,7 @@ def run(params: dict, progress: bool = True) -> dict:
             engine = Engine.from_transformers(runs[target].model, "sherry", blocks=params["qat_blocks"], name=name)
             res["generations"] = generations(
                 {f"{name}, full precision (transformers)": base,
-                 f"{VARIANTS[target][2]}: blocks {_span(params['qat_blocks'])} packed 1.25-bit, the rest bf16 "
+                 f"{VARIANTS[target][2]}: blocks {checks.layer_span(params['qat_blocks'])} packed 1.25-bit, the rest bf16 "
                  "(our Engine)": engine}, tok, params["gen_tokens"])
             del base, engine
         del packed_model
@@ -327,10 +327,6 @@ def generations(named_models: dict, tok, max_new_tokens: int, prompts=GEN_PROMPT
                          "new tokens": int(len(new)), "seconds": time.perf_counter() - t0})
     return rows
 
-
-def _span(ix) -> str:
-    ix = sorted(ix)
-    return f"{ix[0]}–{ix[-1]}" if ix == list(range(ix[0], ix[-1] + 1)) and len(ix) > 2 else ", ".join(map(str, ix))
 
 
 def whole_ternary(model):
