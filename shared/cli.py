@@ -204,7 +204,7 @@ class _Stop:
         raise KeyboardInterrupt(f"terminated by signal {signum}")
 
 
-def _install_handlers() -> dict:
+def _install_handlers() -> tuple[_Stop, dict]:
     import signal
 
     handler, old = _Stop(), {}
@@ -218,7 +218,7 @@ def _install_handlers() -> dict:
             old[sig] = signal.signal(sig, handler)
         except ValueError:  # not the main thread: leave the handlers alone
             break
-    return old
+    return handler, old
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     argv = [a for a in argv if a != "--debug"]  # accepted anywhere on the line
-    old = _install_handlers()
+    stop, old = _install_handlers()
     try:
         try:
             parser = build_parser()
@@ -291,6 +291,11 @@ def main(argv: list[str] | None = None) -> int:
                 import traceback
 
                 traceback.print_exc()
+            if stop.fired:
+                # the signal's KeyboardInterrupt was turned into another error on its way up (numpy's
+                # C extension, interrupted while it imports, raises ImportError): an interruption
+                print("acl26: interrupted; nothing was left half-written", file=sys.stderr)
+                return 130
             try:
                 user = _is_user_error(exc)
             except BaseException:  # the error types themselves could not be imported

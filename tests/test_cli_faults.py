@@ -325,3 +325,32 @@ def test_a_keyerror_from_a_bug_is_not_shown_as_a_bare_key(monkeypatch, capsys):
 def test_a_closed_pipe_is_quiet():
     proc = subprocess.run(f"{ACL26} list | head -c 10 > /dev/null", shell=True, capture_output=True, text=True)
     assert "Traceback" not in proc.stderr and "error" not in proc.stderr
+
+
+def test_a_signal_turned_into_another_error_is_still_an_interruption(monkeypatch, capsys):
+    """A C extension interrupted while it imports (numpy) turns the signal's KeyboardInterrupt into an
+    ImportError: that is an interruption (one line, 130), not an internal error."""
+    from acl26 import cli
+
+    def interrupted_import(args):
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            raise ImportError("numpy._core.umath failed to import") from None
+
+    build = cli.build_parser
+
+    def parser():
+        p = build()
+        p._subparsers._group_actions[0].choices["list"].set_defaults(func=interrupted_import)
+        return p
+
+    monkeypatch.setattr(cli, "build_parser", parser)
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    _default_signals()  # not ignored (nohup), so main() installs its handler
+    try:
+        assert cli.main(["list"]) == 130
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
+    assert capsys.readouterr().err.strip() == "acl26: interrupted; nothing was left half-written"
