@@ -1,8 +1,10 @@
-"""acl26.kernels: the Numba kernels behind the book's three hot loops.
+"""acl26.kernels: the Numba kernels behind the book's hot loops.
 
 * :mod:`acl26.kernels.tokmerge` -- LoPT: find the lossless cut between two overlapping chunks.
 * :mod:`acl26.kernels.ternary` -- Sherry: 3:4 ternary quantizer, 1.25-bit / 1.67-bit / 2-bit packing,
   lookup-table GEMV and GEMM.
+* :mod:`acl26.kernels.decode` -- Sherry: a LLaMA-architecture decode step fused into Numba calls (packed
+  ternary or bf16 blocks, a bf16 or 8-bit head fused with the argmax).
 * :mod:`acl26.kernels.dp_alloc` -- Alloc-MoE: the exact per-layer expert allocation under a budget
   (dynamic programming).
 

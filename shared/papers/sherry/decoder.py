@@ -59,10 +59,13 @@ import torch
 import torch.nn.functional as F
 
 from acl26 import checks
+from acl26.kernels import decode as kd
 from acl26.kernels import ternary as tn
 
 MB = 2 ** 20  # the paper's "MB" (see the module docstring)
 PACKED = ("i2", "tl2", "sherry")
+#: formats with a fused decode step (:mod:`acl26.kernels.decode`); fp32 runs through PyTorch only
+FUSED = ("bf16",) + PACKED
 
 FORMATS: dict[str, str] = {
     "fp32": "PyTorch float32 linear layers; float32 embeddings and head",
@@ -248,6 +251,10 @@ class TorchLinear:
     def nbytes(self) -> int:
         return self.weight.numel() * self.weight.element_size()
 
+    @property
+    def dense_shape(self) -> tuple[int, int]:
+        return tuple(self.weight.shape)
+
     def dense(self) -> np.ndarray:
         return self.weight.float().numpy()
 
@@ -267,6 +274,10 @@ class PackedLinear:
     @property
     def nbytes(self) -> int:
         return self.packed.nbytes + self.scale.nbytes
+
+    @property
+    def dense_shape(self) -> tuple[int, int]:
+        return self.packed.shape
 
     def dense(self) -> np.ndarray:
         """The dequantized float32 weight ``scale[:, None] * T``."""
@@ -350,6 +361,10 @@ class Model:
     #: ``1 / rope_theta ** (2i / head_dim)``
     inv_freq: np.ndarray | None = field(default=None, repr=False)
     rms_eps: float = 1e-5
+    #: the stacked weights of the fused decode step once :meth:`fuse` has run (then
+    #: :meth:`next_token` decodes through :func:`acl26.kernels.decode.step`)
+    fused: kd.Weights | None = field(default=None, repr=False)
+    _fused_state: kd.State | None = field(default=None, repr=False)
 
     # sizes -------------------------------------------------------------------------------
     @property
@@ -372,10 +387,7 @@ class Model:
         return KVCache(np.zeros(dims, np.float32), np.zeros(dims, np.float32))
 
     def _rope(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        hd = self.shape.head_dim
-        inv = (1.0 / self.shape.rope_theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd) if self.inv_freq is None
-               else np.asarray(self.inv_freq, np.float64))
-        ang = np.outer(positions.astype(np.float64), inv)
+        ang = np.outer(positions.astype(np.float64), self.rope_inv_freq())
         return np.cos(ang).astype(np.float32)[:, None, :], np.sin(ang).astype(np.float32)[:, None, :]
 
     @staticmethod
@@ -446,6 +458,48 @@ class Model:
         hidden, logits = self.forward([token], cache)
         return hidden[0], logits
 
+    def rope_inv_freq(self) -> np.ndarray:
+        """The RoPE frequencies (head_dim / 2,) float64."""
+        hd = self.shape.head_dim
+        return (1.0 / self.shape.rope_theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd) if self.inv_freq is None
+                else np.asarray(self.inv_freq, np.float64))
+
+    def fuse(self, head: str = "bf16") -> "Model":
+        """Stack the weights for the fused decode step (:func:`fused_weights`); :meth:`next_token` then
+        runs a token through :func:`acl26.kernels.decode.step`. The blocks' layers are rebound to views of
+        the stacked arrays where the rows allow (whole blocks of 16 rows for a packed format; always for
+        bf16), so the model is not held twice and :meth:`forward` (prefill) reads the same bytes.
+        ``head``: "bf16" (the table as it is) or "q8_0" (an 8-bit copy of it in ggml's Q8_0 layout,
+        :func:`acl26.kernels.decode.q8_head`, read by the fused step instead; prefill keeps the bf16 head).
+        Returns the model."""
+        self.fused = fused_weights(self, rebind=True, head=head)
+        self._fused_state = None
+        return self
+
+    def next_token(self, token: int, cache: KVCache) -> int:
+        """Decode ``token`` at position ``cache.length`` and return the greedy next token: through the
+        fused step after :meth:`fuse` (its logits in :attr:`fused_logits`), else through
+        :meth:`decode_step` and ``np.argmax``."""
+        if self.fused is None:
+            return int(np.argmax(self.decode_step(token, cache)[1]))
+        if not isinstance(cache, KVCache):
+            raise ValueError("cache must be a KVCache from this model's new_cache()")
+        st = self._fused_state
+        if st is None or st.k is not cache.k or st.v is not cache.v:
+            st = self._fused_state = kd.new_state(self.fused, cache.k, cache.v)
+        if cache.length >= cache.capacity:
+            raise ValueError(f"cache: {cache.length} + 1 tokens exceed its capacity {cache.capacity}")
+        head0 = st.head_seconds
+        nxt = kd.step(self.fused, st, token, cache.length)
+        self.head_seconds += st.head_seconds - head0
+        cache.length += 1
+        return nxt
+
+    @property
+    def fused_logits(self) -> np.ndarray | None:
+        """The logits of the last fused :meth:`next_token` (a buffer it overwrites), or None."""
+        return None if self._fused_state is None else self._fused_state.logits
+
     def dequantized(self) -> "Model":
         """The same model with every linear layer as a float32 PyTorch weight (``scale * T`` for ternary).
 
@@ -456,6 +510,101 @@ class Model:
             lin.dense(), np.float32))) for k, lin in b.linears.items()}) for b in self.blocks]
         return Model(self.shape, "fp32", blocks, self.embedding, self.final_norm, inv_freq=self.inv_freq,
                      rms_eps=self.rms_eps)
+
+
+# --------------------------------------------------------------------------------------------
+# the fused decode step's weights
+
+#: the fused step's four matrices per block, each the rows of these projections stacked
+FUSED_MATRICES = (("q", "k", "v"), ("o",), ("gate", "up"), ("down",))
+
+
+def _stack_packed(fmt: str, lins: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(codes, signs, scale per row)`` of the row-wise concatenation of packed layers."""
+    for lin in lins:
+        if np.ndim(lin.scale) > 1:
+            raise ValueError("model: per-group scales cannot be fused (one scale per row or per tensor)")
+    scale = np.concatenate([np.broadcast_to(np.asarray(lin.scale, np.float32), (lin.packed.shape[0],))
+                            for lin in lins])
+    if all(lin.packed.shape[0] % tn.BLOCK_ROWS == 0 for lin in lins[:-1]):  # whole blocks: the streams concatenate
+        return (np.concatenate([lin.packed.codes for lin in lins]), np.concatenate([lin.packed.signs for lin in lins]),
+                scale)
+    p = getattr(tn, f"pack_{fmt}")(np.concatenate([getattr(tn, f"unpack_{fmt}")(lin.packed) for lin in lins]))
+    return p.codes, p.signs, scale
+
+
+#: heads of the fused step: the model's bf16 table, or an 8-bit copy (ggml's Q8_0 layout)
+HEADS = ("bf16", "q8_0")
+
+
+def fused_weights(model: Model, *, rebind: bool = False, head: str = "bf16") -> kd.Weights:
+    """The weights of ``model`` stacked for :func:`acl26.kernels.decode.step`: per block q|k|v, o,
+    gate|up and down (:data:`FUSED_MATRICES`) as single matrices, every block in the model's format
+    (one of :data:`FUSED`; bf16 tables). ValueError, naming what does not fit, otherwise.
+
+    ``rebind`` (:meth:`Model.fuse`): each block's layers are pointed at row slices of the stacked arrays
+    as soon as that block is copied (for a packed format where the parts start on whole blocks of 16
+    rows; always for bf16), so the old arrays are freed block by block and the model is never held twice."""
+    fmt, s = model.fmt, model.shape
+    if fmt not in FUSED:
+        raise ValueError(f"model: the fused step runs {FUSED}, not {fmt!r}")
+    if head not in HEADS:
+        raise ValueError(f"head must be one of {HEADS}, got {head!r}")
+    for t in (model.embedding.table, model.embedding.head):
+        if t.dtype != torch.bfloat16:
+            raise ValueError(f"model: the fused step needs bf16 embedding and head tables, got {t.dtype}")
+    L = len(model.blocks)
+    for blk in model.blocks:
+        for lin in blk.linears.values():
+            if fmt == "bf16" and not (isinstance(lin, TorchLinear) and lin.weight.dtype == torch.bfloat16):
+                raise ValueError(f"model: every projection must be a bf16 weight to be fused, got "
+                                 f"{getattr(lin, 'fmt', None) or getattr(getattr(lin, 'weight', None), 'dtype', '')}")
+            if fmt != "bf16" and not (isinstance(lin, PackedLinear) and lin.fmt == fmt):
+                raise ValueError(f"model: every projection must be packed in {fmt} to be fused, got "
+                                 f"{getattr(lin, 'fmt', None) or type(lin).__name__}")
+    shapes = dict(s.linears())
+    rows = [sum(shapes[n][0] for n in names) for names in FUSED_MATRICES]
+    cols = [shapes[names[0]][1] for names in FUSED_MATRICES]
+    if fmt == "bf16":
+        dense = tuple(np.empty((L, r, c), np.uint16) for r, c in zip(rows, cols))
+        codes = signs = (np.zeros((L, 0, 0), np.uint8),) * 4
+        scales = (np.zeros((L, 0), np.float32),) * 4
+    else:
+        lays = [tn.layout(fmt, (r, c)) for r, c in zip(rows, cols)]
+        dense = (np.zeros((L, 0, 0), np.uint16),) * 4
+        codes = tuple(np.empty((L, lay.blocks, lay.code_bytes), np.uint8) for lay in lays)
+        signs = tuple(np.empty((L, lay.blocks, lay.sign_bytes), np.uint8) for lay in lays)
+        scales = tuple(np.empty((L, r), np.float32) for r in rows)
+    for li, blk in enumerate(model.blocks):
+        for k, names in enumerate(FUSED_MATRICES):
+            lins = [blk.linears[n] for n in names]
+            if fmt == "bf16":
+                dense[k][li] = kd.bf16_bits(torch.cat([x.weight for x in lins]))
+            else:
+                codes[k][li], signs[k][li], scales[k][li] = _stack_packed(fmt, lins)
+            if rebind:
+                _rebind(blk, fmt, names, k, li, dense, codes, signs, scales)
+    embed = kd.bf16_bits(model.embedding.table)
+    head_bits = embed if model.embedding.tied else kd.bf16_bits(model.embedding.head)
+    norms = np.ascontiguousarray(np.stack([np.stack([b.attn_norm, b.mlp_norm]) for b in model.blocks]), np.float32)
+    q8 = kd.q8_head(model.embedding.head) if head == "q8_0" else (None, None)
+    w = kd.Weights(fmt, s.heads, s.kv_heads, s.head_dim, s.intermediate, float(model.rms_eps), embed, head_bits,
+                   norms, np.ascontiguousarray(model.final_norm, np.float32), model.rope_inv_freq(), dense, codes,
+                   signs, scales, *q8)
+    return kd.check_weights(w)
+
+
+def _rebind(blk: Block, fmt: str, names, k: int, li: int, dense, codes, signs, scales) -> None:
+    """Point ``blk``'s layers ``names`` at their rows of the stacked matrix ``k`` of block ``li``."""
+    starts = np.concatenate([[0], np.cumsum([blk.linears[n].dense_shape[0] for n in names])])
+    if fmt == "bf16":
+        for n, r0, r1 in zip(names, starts[:-1], starts[1:]):
+            blk.linears[n] = TorchLinear(torch.from_numpy(dense[k][li][r0:r1].view(np.int16)).view(torch.bfloat16))
+    elif all(r0 % tn.BLOCK_ROWS == 0 for r0 in starts[:-1]):
+        for n, r0, r1 in zip(names, starts[:-1], starts[1:]):
+            b0, b1 = r0 // tn.BLOCK_ROWS, -(-r1 // tn.BLOCK_ROWS)
+            packed = tn.Packed(fmt, blk.linears[n].packed.shape, codes[k][li][b0:b1], signs[k][li][b0:b1])
+            blk.linears[n] = PackedLinear(fmt, packed, scales[k][li][r0:r1])
 
 
 # --------------------------------------------------------------------------------------------

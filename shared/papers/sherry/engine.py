@@ -21,6 +21,11 @@ scales: what its fake-quantized forward computes is what is packed.
 
 Embeddings, the output head and the norms follow the decoder's convention: float32 for ``fp32``,
 bfloat16 tables for every other format (norms stay float32).
+
+Decoding: the prompt runs through the decoder's batched path (prefill), each new token through the
+fused step of :mod:`acl26.kernels.decode` when every block is in one format of
+:data:`~acl26.papers.sherry.decoder.FUSED` (bf16, or a packed format in all blocks), else through
+the numpy decoder (a model packed only in some blocks, or fp32); :attr:`Engine.fused` says which.
 """
 
 from __future__ import annotations
@@ -147,6 +152,8 @@ class Engine:
         eps = float(getattr(cfg, "rms_norm_eps", 1e-5))
         m = D.Model(shape, fmt, out_blocks, emb, final_norm.weight.detach().float().numpy().copy(),
                     inv_freq=inv_freq, rms_eps=eps)
+        if fmt == "bf16" or (fmt in D.PACKED and len(packed) == n):
+            m.fuse()  # one format in every block: decode through the fused step
         return cls(m, packed)
 
     def _ids(self, ids, what: str = "ids") -> np.ndarray:
@@ -174,14 +181,19 @@ class Engine:
         if max_new_tokens == 0:
             return np.asarray(out, np.int64)
         cache = self.model.new_cache(len(a) + max_new_tokens)
-        logits = self.model.forward(a, cache)[1]
+        nxt = int(np.argmax(self.model.forward(a, cache)[1]))
         for step in range(max_new_tokens):
-            nxt = int(np.argmax(logits))
             out.append(nxt)
             if (eos_token_id is not None and nxt == eos_token_id) or step == max_new_tokens - 1:
                 break
-            logits = self.model.decode_step(nxt, cache)[1]
+            nxt = self.model.next_token(nxt, cache)
         return np.asarray(out, np.int64)
+
+    @property
+    def fused(self) -> bool:
+        """Whether decoding runs through the fused step (every block in one format of
+        :data:`~acl26.papers.sherry.decoder.FUSED`; otherwise the numpy decoder)."""
+        return self.model.fused is not None
 
     @property
     def nbytes(self) -> int:

@@ -21,7 +21,7 @@ import numpy as np
 
 from acl26 import checks, timing
 from acl26.kernels import ternary as tn
-from acl26.papers.sherry.decoder import (FORMATS, LABELS, MB, PACKED, Embedding, KVCache, Model, Shape, _check_format,
+from acl26.papers.sherry.decoder import (FORMATS, FUSED, LABELS, MB, PACKED, Embedding, KVCache, Model, Shape, _check_format,
                                          available_bytes, build_model, get_shape, model_bytes, random_embedding,
                                          skip_reason)
 from acl26.papers.sherry.paper import _paper_speed_ratio, _ratio
@@ -50,8 +50,7 @@ def _run_once(model: Model, cache: KVCache, context: int, tokens: int, prefill: 
     model.head_seconds = 0.0
     t0 = time.perf_counter()
     for _ in range(tokens):
-        _, logits = model.decode_step(token, cache)
-        token = int(np.argmax(logits))
+        token = model.next_token(token, cache)  # the fused step after Model.fuse(), else numpy and argmax
     return t_prefill, time.perf_counter() - t0, model.head_seconds
 
 
@@ -76,7 +75,7 @@ def _size_fields(s: Shape, fmt: str) -> dict:
 def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FORMATS), *, tokens: int = 16,
                 repeats: int = 3, context: int = 64, prefill: bool = True, n_threads: int = 2,
                 max_gb: float = 10.0, interleave: bool = True, seed: int = 0, peers: Sequence[str] = (),
-                progress: bool = True) -> list[dict]:
+                fused: bool = True, progress: bool = True) -> list[dict]:
     """Decode (and prefill) speed and size of every (shape, format); one row each.
 
     For each shape the formats that fit (:func:`skip_reason`) are built -- the ternary formats and
@@ -86,7 +85,11 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
     shape's models would not fit in memory together). A round fills the KV cache with a
     ``context``-token prompt through the GEMM path (timed: prefill tok/s; or, with ``prefill``
     False, with random keys and values) and then decodes ``tokens`` tokens greedily (timed: decode
-    tok/s). Numba and PyTorch run on ``n_threads`` threads.
+    tok/s). Numba and PyTorch run on ``n_threads`` threads. With ``fused`` (the default) every format of
+    :data:`~acl26.papers.sherry.decoder.FUSED` decodes through the fused step
+    (:meth:`~acl26.papers.sherry.decoder.Model.fuse`, :mod:`acl26.kernels.decode`: one Numba call per
+    token for the blocks and one for the head); fp32, and every format when ``fused`` is False, through
+    the numpy decoder (prefill always does). Each row's ``engine`` says which ("fused" / "numpy").
 
     Row keys: ``shape``, ``paper_row``, ``format``, ``label``, ``status`` ("ok" / "skipped"),
     ``reason`` (why skipped); medians over the rounds: ``decode_tok_s``, ``decode_ms`` (per token),
@@ -139,6 +142,8 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
     if len(set(peers)) != len(peers):
         raise ValueError(f"peers must not repeat a peer, got {list(peers)}")
     checks.number("max_gb", max_gb, 0.0, lo_open=True)
+    if not isinstance(fused, bool):
+        raise ValueError(f"fused must be True or False, got {fused!r}")
 
     rows = []
     jobs = [(s, f) for s in shape_objs for f in formats]
@@ -163,6 +168,8 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
                 t0 = time.perf_counter()
                 m = build_model(s, f, seed=seed, embedding=shared.get("bf16") if f != "fp32" else None,
                                 progress=progress)
+                if fused and f in FUSED:
+                    m.fuse()
                 cache = m.new_cache(context + tokens)
                 _run_once(m, cache, min(context, 4), min(tokens, 2), prefill, np.random.default_rng(seed))  # warm
                 results[f]["build_s"] = time.perf_counter() - t0
@@ -220,6 +227,7 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
             shared.clear()
             for f in formats:
                 row = dict(shape=s.name, paper_row=s.paper_row, format=f, label=LABELS[f],
+                           engine="fused" if fused and f in FUSED else "numpy",
                            status="ok" if reasons[f] is None else "skipped", reason=reasons[f] or "",
                            tokens=tokens, context=context, repeats=repeats, threads=n_threads,
                            interleaved=inter if reasons[f] is None else None, **_size_fields(s, f))
@@ -237,7 +245,7 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
                 rows.append(_limit(row, bw))
             for k in peers:
                 label = llamacpp.PEERS[k][0]
-                row = dict(shape=s.name, paper_row=s.paper_row, format=k, label=label, peer=True,
+                row = dict(shape=s.name, paper_row=s.paper_row, format=k, label=label, peer=True, engine="llama.cpp",
                            status="ok" if peer_reasons[k] is None else "skipped", reason=peer_reasons[k] or "",
                            tokens=tokens, context=context, repeats=repeats, threads=n_threads,
                            interleaved=inter if peer_reasons[k] is None else None, head_ms=None, blocks_ms=None,
@@ -262,6 +270,83 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
                                bytes_per_token=None)
                 rows.append(_limit(row, bw))
     bar.close()
+    return rows
+
+
+def decode_profile(shape: str | Shape = "bitnet-0.7b", formats: Sequence[str] = ("sherry", "bf16"), *,
+                   tokens: int = 16, context: int = 64, repeats: int = 3, n_threads: int = 2, seed: int = 0,
+                   progress: bool = True) -> list[dict]:
+    """Where a decode step's time goes, before (the numpy decoder) and after (the fused step), per format.
+
+    One random-weight model per format (:func:`build_model`); its cache holds ``context`` random keys and
+    values; ``tokens`` greedy steps are timed whole, then each part alone, ``repeats`` times, first
+    through the numpy decoder, then after :meth:`~acl26.papers.sherry.decoder.Model.fuse`. Parts:
+
+    * numpy: ``head`` (timed inside the steps), ``projections`` (every block's 7 layers' GEMV, one after
+      another), ``rest`` (the step minus those two: norms, RoPE, attention, SiLU, numpy temporaries);
+    * fused: ``head`` (timed inside the steps), ``projections`` and ``attention``
+      (:func:`acl26.kernels.decode.profile_parts`), ``rest`` (the step minus those: norms, RoPE, SiLU,
+      lookup tables' fill, residuals, call and thread-pool overheads).
+
+    Rows: ``shape``, ``format``, ``engine``, ``part`` ("total" first), ``ms`` (per token, median over the
+    repeats), ``ms_min``, ``ms_max``, ``mb`` (bytes the part reads per token, MB = 2**20; projections and
+    head) and ``gb_s`` (those bytes over the median time, GB = 1e9), and ``regions`` (parallel regions per
+    token of the fused step).
+    """
+    from tqdm import tqdm
+
+    from acl26.kernels import decode as kd
+
+    s = get_shape(shape, "shape")
+    if isinstance(formats, str) or not isinstance(formats, Sequence) or not formats:
+        raise ValueError(f"formats must be a non-empty list of format names, got {formats!r}")
+    for f in formats:
+        if f not in FUSED:
+            raise ValueError(f"formats: {f!r} has no fused step; choose from {FUSED}")
+    tokens, context = checks.integer("tokens", tokens, 1), checks.integer("context", context, 1)
+    repeats, n_threads = checks.integer("repeats", repeats, 1), checks.integer("n_threads", n_threads, 1)
+    checks.integer("seed", seed, 0)
+    rows = []
+    with timing.threads(n_threads):
+        for f in tqdm(formats, desc=f"decode profile {s.name}", disable=not progress):
+            m = build_model(s, f, seed=seed)
+            cache = m.new_cache(context + tokens)
+            rng = np.random.default_rng(seed)
+            head_mb = (m.embedding.head.numel() * m.embedding.head.element_size()) / MB
+            lin_mb = m.linear_bytes / MB
+            for engine in ("numpy", "fused"):
+                if engine == "fused":
+                    m.fuse()
+                parts: dict[str, list[float]] = {}
+                xs = {n_in: rng.standard_normal(n_in).astype(np.float32) for _, (_, n_in) in s.linears()}
+                for r in range(repeats + 1):  # the first round warms up
+                    _, td, th = _run_once(m, cache, context, tokens, False, np.random.default_rng([seed, r]))
+                    got = {"total": td / tokens, "head": th / tokens}
+                    if engine == "numpy":
+                        t0 = time.perf_counter()
+                        for blk in m.blocks:
+                            for name, (_, n_in) in s.linears():
+                                blk.linears[name].gemv(xs[n_in])
+                        got["projections"] = time.perf_counter() - t0
+                        got["rest"] = got["total"] - got["head"] - got["projections"]
+                    else:
+                        st = m._fused_state
+                        got.update(kd.profile_parts(m.fused, st, context, repeats=1))
+                        got.pop("head")  # the head as timed inside the steps is kept
+                        got["head"] = th / tokens
+                        got["rest"] = got["total"] - got["head"] - got["projections"] - got["attention"]
+                    if r:
+                        for k, v in got.items():
+                            parts.setdefault(k, []).append(v)
+                order = ["total", "projections"] + (["attention"] if engine == "fused" else []) + ["head", "rest"]
+                for part in order:
+                    sp = timing.spread(parts[part])
+                    mb = {"projections": lin_mb, "head": head_mb}.get(part)
+                    rows.append(dict(shape=s.name, format=f, engine=engine, part=part, ms=1e3 * sp["median"],
+                                     ms_min=1e3 * sp["min"], ms_max=1e3 * sp["max"], mb=mb,
+                                     gb_s=mb * MB / sp["median"] / 1e9 if mb else None,
+                                     regions=kd.regions_per_token(m.fused) if engine == "fused" else None))
+            del m, cache
     return rows
 
 
