@@ -113,11 +113,15 @@ def test_llama_bench_decodes_a_written_ternary_model(monkeypatch, tmp_path):
 
     s = Shape("t", 256, 512, 2, 4, 2, 1000)
     monkeypatch.setattr(llamacpp, "gguf_dir", lambda shape, seed=0: tmp_path / "gguf")
-    for key in ("ggml-tq2_0", "ggml-tq1_0-qhead"):
+    for key in ("ggml-tq2_0", "ggml-tq2_0-q8head", "ggml-tq1_0-qhead"):
         path = llamacpp.gguf_model(s, key)
         z = llamacpp.gguf_sizes(path)
         assert z["types"] == [llamacpp.PEERS[key][1]]
-        assert (z["embedding_types"] == ["F16"]) == llamacpp.PEERS[key][2]
+        head = llamacpp.PEERS[key][2]
+        if head is None:  # llama-quantize's own choice: not f16
+            assert z["embedding_types"] != ["F16"]
+        else:
+            assert z["embedding_types"] == [head.upper()]
         assert all(v > 0 for v in llamacpp.bench_decode(path, tokens=4, depth=8, threads=1, repetitions=2))
 
 

@@ -349,3 +349,47 @@ def test_gguf_ternary_bits():
         assert rows[name]["roundtrip_exact"] in (True, None)
     with pytest.raises(ValueError, match="shape"):
         peers.gguf_ternary_bits((16, 100))
+
+
+def test_speed_table_fused_rows_and_the_8bit_head():
+    rows = speed.speed_table(["tiny"], ["fp32", "sherry", "sherry-q8head"], tokens=2, repeats=1, context=3,
+                             progress=False)
+    by = {r["format"]: r for r in rows}
+    assert by["fp32"]["engine"] == "numpy" and by["sherry"]["engine"] == "fused"
+    assert by["sherry"]["head"] == "bf16" and by["sherry-q8head"]["head"] == "q8_0"
+    s = decoder.SHAPES["tiny"]
+    q8 = s.vocab * (s.hidden + 2 * (s.hidden // 32))
+    assert by["sherry-q8head"]["bytes_per_token"] == by["sherry"]["bytes_per_token"] - 2 * s.vocab * s.hidden + q8
+    assert by["sherry-q8head"]["decode_tok_s"] > 0 and "8-bit head" in by["sherry-q8head"]["label"]
+    unfused = speed.speed_table(["tiny"], ["sherry"], tokens=2, repeats=1, context=3, fused=False, progress=False)
+    assert unfused[0]["engine"] == "numpy" and unfused[0]["decode_tok_s"] > 0
+    with pytest.raises(ValueError, match="fused step only"):
+        speed.speed_table(["tiny"], ["sherry-q8head"], fused=False, progress=False)
+    with pytest.raises(ValueError, match="unknown format 'fp32-q8head'"):
+        speed.speed_table(["tiny"], ["fp32-q8head"], progress=False)
+
+
+def test_decode_summary_compares_like_for_like():
+    def row(fmt, runs, head, peer=False):
+        return dict(shape="s", format=fmt, label=fmt, status="ok", decode_runs=runs, decode_tok_s=float(np.median(runs)),
+                    head=head, peer=peer, total_mb=1.0, bits_per_weight=1.0)
+
+    rows = [row("sherry", [10, 20], "bf16"), row("sherry-q8head", [30, 40], "q8_0"),
+            row("ggml-tq2_0", [5, 10], "f16", True), row("ggml-tq2_0-q8head", [15, 20], "q8_0", True)]
+    out = {r["format"]: r for r in peers.decode_summary(rows)}
+    assert out["ggml-tq2_0"]["vs"] == "sherry" and out["ggml-tq2_0"]["sherry / this"] == 2.0
+    assert out["ggml-tq2_0-q8head"]["vs"] == "sherry-q8head" and out["ggml-tq2_0-q8head"]["sherry / this"] == 2.0
+    assert "vs" not in out["sherry-q8head"] and "vs" not in out["sherry"]  # the references themselves
+
+
+def test_decode_profile_parts_and_refusals():
+    rows = speed.decode_profile("tiny", ["sherry"], tokens=2, context=3, repeats=1, progress=False)
+    parts = {(r["engine"], r["part"]): r for r in rows}
+    assert set(parts) == {("numpy", p) for p in ("total", "projections", "head", "rest")} | {
+        ("fused", p) for p in ("total", "projections", "attention", "head", "rest")}
+    for eng in ("numpy", "fused"):
+        tot = parts[(eng, "total")]["ms"]
+        assert tot > 0 and parts[(eng, "projections")]["gb_s"] > 0
+    assert parts[("fused", "total")]["regions"] == 5 * decoder.SHAPES["tiny"].layers + 1
+    with pytest.raises(ValueError, match="no fused step"):
+        speed.decode_profile("tiny", ["fp32"], progress=False)

@@ -474,9 +474,9 @@ def test_llamacpp_writers_refuse_before_work(tmp_path, monkeypatch, cache):
     monkeypatch.setattr(llamacpp, "require", lambda: None)
     src = _foreign_file(tmp_path / "model.gguf")
     with pytest.raises(io.OutputExistsError, match="input"):  # quantizing a file onto itself
-        llamacpp.quantize(src, src, "TQ2_0", f16_head=True)
+        llamacpp.quantize(src, src, "TQ2_0", head="f16")
     with pytest.raises(io.OutputExistsError):
-        llamacpp.quantize(src, _foreign_file(tmp_path / "other.gguf"), "TQ2_0", f16_head=True)
+        llamacpp.quantize(src, _foreign_file(tmp_path / "other.gguf"), "TQ2_0", head="f16")
     with pytest.raises(io.OutputExistsError):
         llamacpp.write_gguf("tiny", _foreign_file(tmp_path / "user.gguf"))
     assert src.read_text() == "a user's file"

@@ -196,14 +196,19 @@ def mul_mat_perf(types=("tq1_0", "tq2_0"), *, m: int = 4096, k: int = 14336, n: 
 # whole-model decode: GGUF files of our speed table's shapes, timed with llama-bench
 
 #: llama.cpp's decode peers of our formats: key -> (label, llama-quantize type or None for the f16
-#: source itself, whether embeddings and head stay f16 as ours stay bf16)
+#: source itself, the type of the token embeddings and output head: "f16" as ours stay bf16, "q8_0" as
+#: our 8-bit head, or None for llama-quantize's own choice)
 PEERS = {
-    "ggml-f16": ("llama.cpp F16", None, True),
-    "ggml-tq2_0": ("llama.cpp TQ2_0 (2.06-bit), f16 head", "TQ2_0", True),
-    "ggml-tq1_0": ("llama.cpp TQ1_0 (1.69-bit), f16 head", "TQ1_0", True),
-    "ggml-tq2_0-qhead": ("llama.cpp TQ2_0, quantized head (llama-quantize's choice)", "TQ2_0", False),
-    "ggml-tq1_0-qhead": ("llama.cpp TQ1_0, quantized head (llama-quantize's choice)", "TQ1_0", False),
+    "ggml-f16": ("llama.cpp F16", None, "f16"),
+    "ggml-tq2_0": ("llama.cpp TQ2_0 (2.06-bit), f16 head", "TQ2_0", "f16"),
+    "ggml-tq1_0": ("llama.cpp TQ1_0 (1.69-bit), f16 head", "TQ1_0", "f16"),
+    "ggml-tq2_0-q8head": ("llama.cpp TQ2_0, q8_0 head and embeddings", "TQ2_0", "q8_0"),
+    "ggml-tq1_0-q8head": ("llama.cpp TQ1_0, q8_0 head and embeddings", "TQ1_0", "q8_0"),
+    "ggml-tq2_0-qhead": ("llama.cpp TQ2_0, quantized head (llama-quantize's choice)", "TQ2_0", None),
+    "ggml-tq1_0-qhead": ("llama.cpp TQ1_0, quantized head (llama-quantize's choice)", "TQ1_0", None),
 }
+#: the head types :func:`quantize` can pin
+HEAD_TYPES = ("f16", "q8_0")
 #: ggml's TQ1_0 / TQ2_0 pack 256 weights per block along a row
 TQ_BLOCK = 256
 _GGUF_VERSION = 1  # bump when the written files change
@@ -313,12 +318,15 @@ def write_gguf(shape, path: Path, *, seed: int = 0) -> Path:
     return path
 
 
-def quantize(src: Path, dst: Path, qtype: str, *, f16_head: bool, threads: int | None = None) -> Path:
-    """``llama-quantize`` ``src`` (f16) to ``qtype``; ``f16_head`` keeps the embeddings and the output
-    head in f16 (as ours stay bf16), else llama-quantize picks their type (for the TQ types Q4_K for
-    the embeddings and, for the head or a tied table, its output type, Q6_K)."""
+def quantize(src: Path, dst: Path, qtype: str, *, head: str | None, threads: int | None = None) -> Path:
+    """``llama-quantize`` ``src`` (f16) to ``qtype``; ``head`` ("f16" or "q8_0") pins the type of the token
+    embeddings and the output head (``--token-embedding-type``, ``--output-tensor-type``), None lets
+    llama-quantize pick it (for the TQ types Q4_K for the embeddings and, for the head or a tied table,
+    its output type, Q6_K)."""
+    if head is not None and head not in HEAD_TYPES:
+        raise ValueError(f"head must be one of {HEAD_TYPES} or None, got {head!r}")
     require()
-    extra = ["--token-embedding-type", "f16", "--output-tensor-type", "f16"] if f16_head else []
+    extra = ["--token-embedding-type", head, "--output-tensor-type", head] if head else []
     with io.atomic_path(dst, inputs=(src,), name="dst") as tmp:
         cmd = [str(binary("llama-quantize")), *extra, str(src), str(tmp), qtype, str(threads or machine.cpu_count())]
         proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -348,13 +356,13 @@ def gguf_model(shape, key: str, *, seed: int = 0, progress: bool = False) -> Pat
     if not src.is_file():
         log.info("writing %s", src)
         write_gguf(shape, src, seed=seed)
-    _, qtype, f16_head = PEERS[key]
+    _, qtype, head = PEERS[key]
     if qtype is None:
         return src
     dst = folder / f"{key}.gguf"
     if not dst.is_file():
         log.info("quantizing %s", dst)
-        quantize(src, dst, qtype, f16_head=f16_head)
+        quantize(src, dst, qtype, head=head)
     return dst
 
 

@@ -141,25 +141,32 @@ def gemv_summary(rows: list[dict]) -> list[dict]:
 def decode_summary(rows: list[dict], against: str = "sherry") -> list[dict]:
     """Per shape, every timed format of a speed table (:func:`acl26.papers.sherry.speed.speed_table`
     with ``peers``): median decode tok/s and its range over rounds, and ``against``'s speed over it
-    (per-round ratios: median and range; the rounds ran both formats in a rotating order)."""
+    like for like (per-round ratios: median and range; the rounds ran both formats in a rotating
+    order): a row with an 8-bit head (ours ``-q8head``, llama.cpp's ``q8_0``) is compared with
+    ``against`` + ``-q8head`` where that was timed, every other row with ``against`` (bf16 head); ``vs``
+    names the reference."""
     from acl26 import stats
+    from acl26.papers.sherry.speed import Q8
 
     out = []
     for shape in dict.fromkeys(r["shape"] for r in rows):
         at = {r["format"]: r for r in rows if r["shape"] == shape and r["status"] == "ok"}
-        ref = at.get(against)
         for fmt, r in at.items():
             iv = stats.repeat_range(r["decode_runs"] or [r["decode_tok_s"]])
             types = r.get("gguf_types")  # a string for llama.cpp's rows; None (NaN through pandas) for ours
             types = types if isinstance(types, str) else ""
+            head = types.partition("head: ")[2].rstrip(")") or r.get("head") or ("fp32" if fmt == "fp32" else "bf16")
+            eight = r.get("head") == "q8_0"
+            ref_key = against + Q8 if eight and against + Q8 in at else against
+            ref = at.get(ref_key)
             row = dict(shape=shape, format=fmt, label=r["label"], source="llama.cpp" if r.get("peer") is True else "ours",
                        decode_tok_s=iv.estimate, min_tok_s=iv.lo, max_tok_s=iv.hi, rounds=iv.n,
-                       total_mb=r.get("total_mb"), bits_per_weight=r.get("bits_per_weight"),
-                       head=types.partition("head: ")[2].rstrip(")") or ("fp32" if fmt == "fp32" else "bf16"))
-            if ref is not None and fmt != against:
+                       total_mb=r.get("total_mb"), bits_per_weight=r.get("bits_per_weight"), head=head)
+            if ref is not None and fmt != ref_key:
                 n = min(len(ref["decode_runs"]), len(r["decode_runs"]))
                 ratios = [a / b for a, b in zip(ref["decode_runs"][:n], r["decode_runs"][:n])]
                 riv = stats.repeat_range(ratios or [ref["decode_tok_s"] / r["decode_tok_s"]])
-                row.update({f"{against} / this": riv.estimate, "min ratio": riv.lo, "max ratio": riv.hi})
+                row.update({"vs": ref_key, f"{against} / this": riv.estimate, "min ratio": riv.lo,
+                            "max ratio": riv.hi})
             out.append(row)
     return out
