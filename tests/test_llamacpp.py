@@ -156,3 +156,21 @@ def test_gemv_summary_groups_by_shape():
     assert set(out) == {(s, f) for s in ("4096x4096", "4096x14336") for f in ("sherry", "TQ2_0")}
     assert out[("4096x4096", "TQ2_0")]["vs_sherry"] == pytest.approx(1.25)
     assert out[("4096x14336", "sherry")]["min_us"] == pytest.approx(2800.0)
+
+
+@pytest.mark.slow
+def test_model_gemv_sums_one_decode_steps_products():
+    if not llamacpp.available():
+        pytest.skip("llama.cpp is not built here: `acl26 prepare sherry` (make book builds it)")
+    from acl26.papers.sherry import peers
+    from acl26.papers.sherry.decoder import Shape
+
+    s = Shape("t", 256, 512, 2, 4, 2, 1000)
+    rows = peers.model_gemv(s, rounds=1, calls=2)
+    assert {r["format"] for r in rows} == {"sherry", "tl2", "i2", "TQ1_0", "TQ2_0"}
+    assert all(r["products"] == 2 * 7 and r["us_per_token"] > 0 for r in rows)
+    assert rows[0]["shapes"] == "2 x 256x256 + 2 x 128x256 + 2 x 512x256 + 1 x 256x512, x 2 blocks"
+    summary = {r["format"]: r for r in peers.model_gemv_summary(rows)}
+    assert summary["sherry"]["vs_sherry"] == 1.0
+    with pytest.raises(ValueError, match="multiple of 256"):
+        peers.model_gemv(Shape("u", 128, 512, 1, 4, 2, 100), rounds=1)

@@ -69,6 +69,8 @@ def test_untested_when_the_profile_cannot_test_a_claim():
     s["speed"] = [row for row in s["speed"] if row["format"] != "tl2"]
     s["packed"] = None
     s["llamacpp_gemv"] = None
+    assert verdicts("sherry", s)["speed_vs_ggml"] == C.HOLDS  # decided on the decode step's summed products
+    s["llamacpp_model_gemv"] = None
     assert verdicts("sherry", s)["speed_vs_ggml"] == C.UNTESTED
     got = verdicts("sherry", s)
     assert got["speed_vs_i2"] == got["packed_exact"] == C.UNTESTED and got["size"] == C.HOLDS
@@ -77,6 +79,16 @@ def test_untested_when_the_profile_cannot_test_a_claim():
     s["model_file"] = None
     got = verdicts("sherry", s)
     assert got["size"] == got["file_exact"] == C.UNTESTED and got["size_subject"] == C.UNTESTED
+
+
+def test_sherry_speed_vs_ggml_is_decided_on_the_decode_step_not_one_shape():
+    r = sherry_cases.good()
+    for row in r["llamacpp_gemv"]:  # Sherry slower at the single 4096 x 14336 shape...
+        if row["format"] == "sherry":
+            row["us"] = 5000.0
+    assert verdicts("sherry", r)["speed_vs_ggml"] == C.HOLDS  # ...but faster over the step's projections
+    r["llamacpp_model_gemv"] = None  # older results: the first single shape decides
+    assert verdicts("sherry", r)["speed_vs_ggml"] == C.FAILS
 
 
 def test_sherry_speed_vs_i2_is_decided_against_llamacpp_tq2_0_not_our_lookup_i2():

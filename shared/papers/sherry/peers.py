@@ -115,6 +115,53 @@ def gemv_vs_llamacpp(shape: tuple[int, int] = (4096, 4096), *, rounds: int = 3, 
     return rows
 
 
+def model_gemv(shape: str = "bitnet-0.7b", *, rounds: int = 3, calls: int = 20, seed: int = 0,
+               progress: bool = False) -> list[dict]:
+    """The matrix-vector products of one decode step of ``shape`` (every projection of every block), ours
+    against ggml's TQ1_0 / TQ2_0: :func:`gemv_vs_llamacpp` at each distinct projection shape, and per
+    round and format the sum over the step's products (each shape's time x how many such projections a
+    block has x the blocks). Rows: ``format``, ``source``, ``round``, ``us_per_token``, ``products`` (per
+    token), ``shapes`` (e.g. "4 x 1536x1536 + 2 x 4096x1536 + 1 x 1536x4096, x 24 blocks"), ``threads``,
+    ``shape`` (the model shape's name). ValueError for a shape whose inputs are not whole 256-weight
+    TQ blocks."""
+    from collections import Counter
+
+    from tqdm import tqdm
+
+    from acl26.papers.sherry.decoder import get_shape
+
+    s = get_shape(shape, "shape")
+    counts = Counter(dims for _, dims in s.linears())
+    per = {d: gemv_vs_llamacpp(d, rounds=rounds, calls=calls, seed=seed)
+           for d in tqdm(list(counts), desc=f"GEMV at {s.name}'s shapes", disable=not progress)}
+    what = " + ".join(f"{c} x {a}x{b}" for (a, b), c in counts.items()) + f", x {s.layers} blocks"
+    rows = []
+    first = next(iter(per.values()))
+    for r in range(rounds):
+        for fmt, src in dict.fromkeys((x["format"], x["source"]) for x in first):
+            us = s.layers * sum(c * next(x["us"] for x in per[d] if x["round"] == r and x["format"] == fmt)
+                                for d, c in counts.items())
+            rows.append(dict(format=fmt, source=src, round=r, us_per_token=us, products=s.layers * sum(counts.values()),
+                             shapes=what, threads=first[0]["threads"], shape=s.name))
+    return rows
+
+
+def model_gemv_summary(rows: list[dict]) -> list[dict]:
+    """Median and range over rounds of :func:`model_gemv`'s per-token sums, and each format's median over Sherry's."""
+    from acl26 import stats
+
+    sherry = [r["us_per_token"] for r in rows if r["format"] == "sherry"]
+    out = []
+    for fmt in dict.fromkeys(r["format"] for r in rows):
+        at = [r for r in rows if r["format"] == fmt]
+        iv = stats.repeat_range([r["us_per_token"] for r in at])
+        out.append(dict(shape=at[0]["shape"], format=fmt, source=at[0]["source"], median_ms=iv.estimate / 1e3,
+                        min_ms=iv.lo / 1e3, max_ms=iv.hi / 1e3, rounds=iv.n, products=at[0]["products"],
+                        shapes=at[0]["shapes"], threads=at[0]["threads"],
+                        vs_sherry=iv.estimate / float(np.median(sherry)) if sherry else None))
+    return out
+
+
 def gemv_summary(rows: list[dict]) -> list[dict]:
     """Median and range over rounds of each (shape, format) of :func:`gemv_vs_llamacpp`, with each
     format's median time over Sherry's at that shape."""

@@ -23,7 +23,7 @@ import torch
 from acl26 import assets, checks, corpus, evaluation, models, training
 from acl26.papers.sherry import llamacpp, modelfile, speed
 from acl26.papers.sherry import qat as sherry
-from acl26.papers.sherry.spec import CLAIMS, GEMV_SHAPES, SPEC, VARIANTS  # noqa: F401  (study.SPEC, study.CLAIMS)
+from acl26.papers.sherry.spec import CLAIMS, GEMV_SHAPES, MODEL_GEMV_SHAPE, SPEC, VARIANTS  # noqa: F401  (study.SPEC, study.CLAIMS)
 
 
 # --------------------------------------------------------------------------------------------
@@ -234,6 +234,8 @@ def run(params: dict, progress: bool = True) -> dict:
 
     ``bits`` (:func:`acl26.kernels.ternary.bits_per_weight` of each format at a 4096 x 4096 layer, row
     scales), ``llamacpp_gemv`` / ``llamacpp_reason`` (our GEMV beside llama.cpp's, or why not),
+    ``llamacpp_model_gemv`` (the same summed over one decode step's projections of
+    :data:`~acl26.papers.sherry.spec.MODEL_GEMV_SHAPE`, :func:`.peers.model_gemv`),
     ``speed`` (:func:`.speed.speed_table`), ``ptq`` (:func:`ptq_smollm2`), ``qat_ppl`` (the first
     seed's validation perplexity per variant), ``qat_seeds`` (``{variant: {seed: perplexity}}``),
     ``qat_block_nll`` (the first seed's per-block NLLs, :func:`block_nll`), ``trapping``
@@ -249,9 +251,11 @@ def run(params: dict, progress: bool = True) -> dict:
     if llamacpp.available():
         res["llamacpp_gemv"] = [row for shape in GEMV_SHAPES
                                 for row in peers.gemv_vs_llamacpp(shape, rounds=params["peer_rounds"])]
+        res["llamacpp_model_gemv"] = peers.model_gemv(MODEL_GEMV_SHAPE, rounds=params["peer_rounds"],
+                                                      progress=progress)
         res["llamacpp_reason"] = ""
     else:
-        res["llamacpp_gemv"] = None
+        res["llamacpp_gemv"] = res["llamacpp_model_gemv"] = None
         res["llamacpp_reason"] = "llama.cpp was not built here (`acl26 prepare sherry`; `make book` builds it)"
     res["speed"] = speed.speed_table(params["speed_shapes"], params["speed_formats"], tokens=params["speed_tokens"],
                                      repeats=params["speed_repeats"], peers=params["speed_peers"], progress=progress)

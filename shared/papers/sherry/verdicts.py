@@ -101,8 +101,9 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
       timed, on the range over rounds of the per-round tok/s ratio: ``speed_vs_tl2`` against our TL2
       (a lookup kernel, as bitnet.cpp's TL2 is), ``speed_vs_i2`` against llama.cpp's TQ2_0 with an f16
       head (row ``ggml-tq2_0``, a direct 2-bit kernel as bitnet.cpp's I2_S is; untested without it);
-      ``speed_vs_ggml`` on the range over rounds of the faster TQ kernel's GEMV time over ours at the
-      first matrix shape of ``llamacpp_gemv``.
+      ``speed_vs_ggml`` on the range over rounds of the faster TQ kernel's time over ours for one
+      decode step's projections (``llamacpp_model_gemv``: every projection shape of the 0.7B model,
+      summed over a step); results without it fall back to the first matrix shape of ``llamacpp_gemv``.
     * ``ptq_collapses`` (a check): 3:4 PTQ perplexity over full precision.
     * The accuracy rows by the one rule for noisy figures (:meth:`acl26.claims.Ledger.record_noisy`:
       the t-interval over seeds of the seed-paired ratio or difference with two or more seeds, else a
@@ -187,9 +188,13 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
         for cid in ("speed_vs_tl2", "speed_vs_i2"):
             ledger.untested(cid, "the speed table lacks a shape with all three ternary formats")
 
+    model = results.get("llamacpp_model_gemv")
     peer = results.get("llamacpp_gemv")
-    if peer:
+    if model:  # one decode step's projections, summed
+        peer = [dict(r, us=r["us_per_token"], shape=f"{r['shape']} decode step: {r['shapes']}") for r in model]
+    elif peer:
         peer = [r for r in peer if r["shape"] == peer[0]["shape"]]  # decided at the first shape timed
+    if peer:
         by_round: dict = {}
         for row in peer:
             by_round.setdefault(row["round"], {})[row["format"]] = row["us"]
