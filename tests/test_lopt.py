@@ -316,3 +316,19 @@ def test_a_tokenizers_implementations_wrapper_is_accepted():
     for tk in (bpe, PreTrainedTokenizerFast(tokenizer_object=bpe)):
         ids, st = lopt.encode(tk, text, chunk_chars=4096, overlap_chars=128, return_stats=True)
         assert ids == lopt.sequential_ids(tk, text) and not st.sequential and st.n_chunks > 1
+
+
+@pytest.mark.parametrize("executor", ["threads", "processes"])
+def test_stats_say_where_the_time_goes(executor):
+    """The profile behind the parallel factor: the backend's time (GIL released), Python's around it (GIL
+    held), and each worker's busy time, summed over the chunks actually encoded."""
+    tok = tokenization.load("gpt2")
+    text = texts.load("moby-dick")[:40_000]
+    ids, st = lopt.encode(tok, text, chunk_chars=2048, overlap_chars=64, workers=2, executor=executor,
+                          return_stats=True)
+    assert ids == tok.encode(text, add_special_tokens=False)
+    assert st.time_backend > 0 and st.time_python > 0
+    assert 1 <= len(st.busy) <= 2 and abs(sum(st.busy.values()) - st.time_backend - st.time_python) < 1e-6
+    assert st.imbalance >= 1.0 and "imbalance" in st.as_dict() and "busy" not in st.as_dict()
+    _, seq = lopt.encode(tok, "short", return_stats=True)
+    assert seq.busy == {} and seq.imbalance != seq.imbalance  # NaN: nothing was chunked

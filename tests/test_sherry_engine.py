@@ -109,6 +109,26 @@ def test_a_qat_model_keeps_its_quantizer_and_only_the_chosen_blocks_are_packed()
     assert set(np.unique(T)) <= {-1, 0, 1} and s.shape == (q.out_features,)
 
 
+def test_a_packed_qat_model_is_decoded_from_its_own_streams():
+    """One packed-layer type: qat.to_packed's layers are decoder PackedLinears, used as they are."""
+    from acl26.papers.sherry import decoder
+
+    model = tiny_llama(layers=2)
+    qat.wrap(model, "sparse34", blocks=[0, 1])
+    with torch.no_grad():
+        ref = model(torch.tensor([[3, 1, 4, 1, 5]])).logits[0, -1].numpy()
+    qat.to_packed(model)
+    layer = model.model.layers[1].mlp.down_proj
+    assert isinstance(layer, qat.PackedLinear) and isinstance(layer, decoder.PackedLinear)
+    eng = Engine.from_transformers(model, "sherry")
+    assert eng.model.blocks[1].linears["down"].packed.codes.base is not None  # fused: a view of the stack
+    np.testing.assert_array_equal(eng.model.blocks[1].linears["down"].dense(), layer.dense())
+    i2 = Engine.from_transformers(model, "i2", blocks=[0])  # another format: dequantized, re-ternarized
+    assert i2.model.blocks[0].linears["q"].fmt == "i2"
+    got = eng.logits([3, 1, 4, 1, 5])
+    assert np.abs(got - ref).max() <= 0.02 * np.abs(ref).max()  # bf16 tables; the packed kernels are exact
+
+
 def test_bad_inputs_are_refused_naming_the_argument():
     model = tiny_llama()
     with pytest.raises(ValueError, match="fmt"):

@@ -1,4 +1,4 @@
-"""acl26.kernels.ternary against its plain-numpy twins (tests/naive/ternary.py), bit-exact, on ragged shapes."""
+"""acl26.kernels.ternary against its plain-numpy twins (tests/naive/ternary/), bit-exact, on ragged shapes."""
 
 import numpy as np
 import pytest

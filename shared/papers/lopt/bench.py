@@ -51,11 +51,14 @@ def benchmarks(quick: bool = False) -> dict:
             same["ids"] &= e.ids == ref
             return dt
 
+        prof: dict[str, list] = {}
+
         def lopt_run(workers, executor="threads"):
             ids, st = lopt.encode(tok, text, workers=workers, executor=executor, return_stats=True)
             same["ids"] &= ids == ref
             if workers == 2 and executor == "threads":
                 merge_share.append(st.time_merge / st.time_total)
+            prof.setdefault(f"{workers} {executor}", []).append(st)
             return st.time_total
 
         def hf_off():
@@ -84,6 +87,26 @@ def benchmarks(quick: bool = False) -> dict:
             ref_k = "hf_off" if k.endswith("_off") else "backend"
             rows.append(dict(benchmark=f"{tname}: {label}", chars=n, median_s=iv[k].estimate, min_s=iv[k].lo,
                              max_s=iv[k].hi, ratio=iv[ref_k].estimate / iv[k].estimate))
+
+        # where the time goes (medians over repeats): the backend's encode (GIL released), Python around it
+        # (GIL held), each worker's busy time, and the wall parts; with 2 workers the Python parts cannot
+        # overlap each other, so the encode phase cannot beat max((backend + python) / 2, python)
+        for key, label in (("1 threads", "1 worker"), ("2 threads", "2 threads"), ("2 processes", "2 processes")):
+            sts = prof.get(key, [])
+            if not sts:
+                continue
+
+            def med(f):
+                return float(np.median([f(x) for x in sts]))
+
+            work = med(lambda x: x.time_backend + x.time_python)
+            rows.append(dict(benchmark=f"{tname}: profile, LoPT {label}", chars=n, median_s=med(lambda x: x.time_total),
+                             split_s=med(lambda x: x.time_split), encode_wall_s=med(lambda x: x.time_encode),
+                             merge_s=med(lambda x: x.time_merge), backend_s=med(lambda x: x.time_backend),
+                             python_s=med(lambda x: x.time_python), imbalance=med(lambda x: x.imbalance),
+                             encode_bound_s=max(work / int(key[0]), med(lambda x: x.time_python))
+                             if key.endswith("threads") else work / int(key[0]),
+                             chunks=int(med(lambda x: x.n_chunks))))
 
         def rng(x):
             return f"{x.estimate:.2f}× (range {x.lo:.2f}–{x.hi:.2f}× over {x.n} repeats)"

@@ -16,6 +16,7 @@ import atexit
 import concurrent.futures as cf
 import os
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,12 +59,25 @@ class Stats:
     time_encode: float = 0.0
     time_merge: float = 0.0
     time_total: float = 0.0
+    #: summed over the chunks encoded: seconds inside the backend's encode (the GIL released) and in
+    #: Python around it (ids, edge tokens, offsets: the GIL held), and each worker thread's busy seconds
+    time_backend: float = 0.0
+    time_python: float = 0.0
+    busy: dict = field(default_factory=dict)
     cuts: list[int] = field(default_factory=list)  # global character positions of the cuts
+
+    @property
+    def imbalance(self) -> float:
+        """The busiest worker's seconds over the mean worker's (1.0: balanced; NaN without chunks)."""
+        v = list(self.busy.values())
+        return max(v) / (sum(v) / len(v)) if v and sum(v) > 0 else float("nan")
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
         d.pop("cuts")
+        d.pop("busy")
         d["n_cuts"] = len(self.cuts)
+        d["imbalance"] = self.imbalance
         return d
 
 
@@ -137,10 +151,11 @@ def _special_affixes(bk, add_special_tokens: bool) -> tuple[list[int], list[int]
 class _Encoded:
     """A chunk's encoding reduced to what the merge needs: ids and the tokens at both edges."""
 
-    __slots__ = ("start", "end", "ids", "head", "tail", "offsets")
+    __slots__ = ("start", "end", "ids", "head", "tail", "offsets", "t_backend", "t_python", "worker")
 
-    def __init__(self, start, end, ids, head, tail, offsets):
+    def __init__(self, start, end, ids, head, tail, offsets, t_backend=0.0, t_python=0.0, worker=""):
         self.start, self.end, self.ids, self.head, self.tail, self.offsets = start, end, ids, head, tail, offsets
+        self.t_backend, self.t_python, self.worker = t_backend, t_python, worker
 
 
 def _edge_tokens(enc, shift: int, head_until: int, tail_from: int, trivial_words: bool, hard: "_HardBoundaries | None"):
@@ -353,12 +368,15 @@ def _hard_cache(bk) -> _HardBoundaries:
 
 
 def _encode_chunk_local(bk, text, start, end, head_until, tail_from, trivial, hard, want_offsets):
+    t0 = time.perf_counter()
     enc = bk.encode_batch([text[start:end]], add_special_tokens=False)[0]
+    t1 = time.perf_counter()
     head, tail, ids = _edge_tokens(enc, start, head_until, tail_from, trivial, hard)
     offsets = None
     if want_offsets:
         offsets = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2) + start
-    return _Encoded(start, end, ids, head, tail, offsets)
+    return _Encoded(start, end, ids, head, tail, offsets, t1 - t0, time.perf_counter() - t1,
+                    threading.current_thread().name)
 
 
 # process workers keep their own copy of the tokenizer
@@ -379,12 +397,15 @@ def _worker_encode(job):
     chunk, start, head_until, tail_from, want_offsets = job
     bk = _WORKER["bk"]
     trivial, hard = _WORKER["mode"]
+    t0 = time.perf_counter()
     enc = bk.encode(chunk, add_special_tokens=False)
+    t1 = time.perf_counter()
     head, tail, ids = _edge_tokens(enc, start, head_until, tail_from, trivial, hard)
     offsets = None
     if want_offsets:
         offsets = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2) + start
-    return np.asarray(ids, dtype=np.int64), head, tail, offsets
+    ids = np.asarray(ids, dtype=np.int64)
+    return ids, head, tail, offsets, t1 - t0, time.perf_counter() - t1, f"pid {os.getpid()}"
 
 
 class _Pools:
@@ -551,6 +572,9 @@ def encode(tokenizer, text: str, *, add_special_tokens: bool = False, workers: i
             jobs.append((s, e, head_until, tail_from))
         for g, enc in zip(todo, _run_jobs(bk, text, jobs, workers, executor, trivial, hard, return_offsets)):
             cache[g] = enc
+            stats.time_backend += enc.t_backend
+            stats.time_python += enc.t_python
+            stats.busy[enc.worker] = stats.busy.get(enc.worker, 0.0) + enc.t_backend + enc.t_python
         stats.time_encode += time.perf_counter() - t1
 
         t2 = time.perf_counter()
@@ -640,8 +664,9 @@ def _run_jobs(bk, text, jobs, workers, executor, trivial, hard, want_offsets):
     pool = POOLS.processes(bk, workers)
     payload = [(text[s:e], s, hu, tf, want_offsets) for s, e, hu, tf in jobs]
     out = []
-    for (s, e, _, _), (ids, head, tail, offsets) in zip(jobs, pool.map(_worker_encode, payload, chunksize=max(1, len(payload) // (4 * workers)))):
-        out.append(_Encoded(s, e, ids.tolist(), head, tail, offsets))
+    for (s, e, _, _), (ids, head, tail, offsets, tb, tp, who) in zip(
+            jobs, pool.map(_worker_encode, payload, chunksize=max(1, len(payload) // (4 * workers)))):
+        out.append(_Encoded(s, e, ids.tolist(), head, tail, offsets, tb, tp, who))
     return out
 
 

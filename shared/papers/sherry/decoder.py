@@ -260,7 +260,9 @@ class TorchLinear:
 
 
 class PackedLinear:
-    """``y = scale * (T x)`` through :mod:`acl26.kernels.ternary`'s lookup-table GEMV / GEMM."""
+    """``y = scale * (T x)`` through :mod:`acl26.kernels.ternary`'s lookup-table GEMV / GEMM (numpy in and
+    out). :class:`acl26.papers.sherry.qat.PackedLinear`, the torch module of QAT deployment, is one of
+    these too."""
 
     def __init__(self, fmt: str, packed: tn.Packed, scale: np.ndarray):
         self.fmt, self.packed, self.scale = fmt, packed, scale
@@ -273,7 +275,7 @@ class PackedLinear:
 
     @property
     def nbytes(self) -> int:
-        return self.packed.nbytes + self.scale.nbytes
+        return int(self.packed.nbytes + self.scale.nbytes)
 
     @property
     def dense_shape(self) -> tuple[int, int]:

@@ -17,7 +17,9 @@ and in both, the row's scale is the least-squares one, ``<W_r, T_r> / <T_r, T_r>
 the mean |w| of the kept weights, :func:`~acl26.papers.sherry.qat.sparse34`'s own scale). A weight that
 is already a row-scaled ternary matrix of the format (``W = diag(s) T``) is therefore packed exactly.
 A :class:`~acl26.papers.sherry.qat.QuantLinear` of a QAT model keeps its own ternary states and
-scales: what its fake-quantized forward computes is what is packed.
+scales: what its fake-quantized forward computes is what is packed. A layer already packed
+(:class:`~acl26.papers.sherry.qat.PackedLinear`, e.g. after :func:`~acl26.papers.sherry.qat.to_packed`
+or from a model file) is used as it is when ``fmt`` is its format, else dequantized first.
 
 Embeddings, the output head and the norms follow the decoder's convention: float32 for ``fp32``,
 bfloat16 tables for every other format (norms stay float32).
@@ -45,12 +47,19 @@ _PROJ = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_pro
          "gate": "mlp.gate_proj", "up": "mlp.up_proj", "down": "mlp.down_proj"}
 
 
+def _dense_weight(layer) -> torch.Tensor:
+    """A layer's float weight: a ``Linear``'s own, a packed layer's dequantized (``scale * T``)."""
+    if isinstance(layer, D.PackedLinear):
+        return torch.from_numpy(np.ascontiguousarray(layer.dense()))
+    return layer.weight.detach()
+
+
 def ternary_of(layer, fmt: str) -> tuple[np.ndarray, np.ndarray]:
     """``(T int8, scale float32 per row)`` that ``layer`` (a ``Linear`` or a QAT ``QuantLinear``) is packed as
     in the ternary ``fmt``; see the module docstring. NaN or inf in the weight raises (naming it)."""
     if fmt not in D.PACKED:
         raise ValueError(f"fmt must be one of {D.PACKED} to be ternarized, got {fmt!r}")
-    w = layer.weight.detach().float()
+    w = _dense_weight(layer).float()
     if isinstance(layer, qat.QuantLinear) and layer.mode != "fp":
         if fmt == "sherry" and layer.mode != "sparse34":
             raise ValueError(f"the sherry format holds 3:4 layers only; this QuantLinear is {layer.mode!r}")
@@ -137,11 +146,13 @@ class Engine:
             lins = {}
             for short, path in _PROJ.items():
                 lin = layer.get_submodule(path)
-                if i in packed and fmt in D.PACKED:
+                if i in packed and fmt in D.PACKED and isinstance(lin, D.PackedLinear) and lin.fmt == fmt:
+                    lins[short] = D.PackedLinear(fmt, lin.packed, lin.scale)  # already packed: its own streams
+                elif i in packed and fmt in D.PACKED:
                     T, s = ternary_of(lin, fmt)
                     lins[short] = D.PackedLinear(fmt, getattr(tn, f"pack_{fmt}")(T), s)
                 else:
-                    w = lin.weight.detach()
+                    w = _dense_weight(lin)
                     if isinstance(lin, qat.QuantLinear) and lin.mode != "fp":
                         w = qat.quantize(w, lin.mode)  # what its forward computes (lambda 0)
                     lins[short] = D.TorchLinear(w.to(dense_dtype).contiguous())

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from acl26 import checks, training
+from acl26.papers.sherry.decoder import PackedLinear as PackedWeights
 
 MODES = ("fp", "absmean", "absmean_row", "sparse34")
 #: the ternary modes whose scale is one per output row (the others: one per tensor)
@@ -255,43 +256,41 @@ class QATMonitor(training.Monitor):
 # deployment: the trained ternary model through the packed kernels
 
 
-class PackedLinear(nn.Module):
+class PackedLinear(nn.Module, PackedWeights):
     """A 3:4 ternary layer stored packed (1.25 bits/weight) and run with ``gemm("sherry", ...)``
-    (:meth:`from_packed`: any packed format of :mod:`acl26.kernels.ternary`, run with its own ``gemm``)."""
+    (:meth:`from_packed`: any packed format of :mod:`acl26.kernels.ternary`, run with its own ``gemm``).
+
+    The one packed-layer type of the chapter: a torch module for QAT deployment and the model files,
+    and a :class:`acl26.papers.sherry.decoder.PackedLinear` (its ``fmt``, ``packed``, ``scale``,
+    ``gemv``/``gemm``, ``dense``), so :meth:`acl26.papers.sherry.engine.Engine.from_transformers`
+    decodes a model of these layers from their own streams."""
 
     def __init__(self, t: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None):
-        super().__init__()
         from acl26.kernels import ternary
 
         self._setup(ternary.pack_sherry(t.to(torch.int8).numpy()), scale, bias)
 
     def _setup(self, packed, scale, bias) -> None:
+        nn.Module.__init__(self)
+        PackedWeights.__init__(self, packed.fmt, packed, np.asarray(
+            scale.detach().float().numpy() if torch.is_tensor(scale) else scale, np.float32))
         self.out_features, self.in_features = packed.shape
-        self.packed = packed
-        self.scale = np.asarray(scale.detach().float().numpy() if torch.is_tensor(scale) else scale, np.float32)
         self.bias = None if bias is None else bias.detach().clone()
 
     @classmethod
     def from_packed(cls, packed, scale, bias: torch.Tensor | None = None) -> "PackedLinear":
         """A layer around existing streams (a :class:`acl26.kernels.ternary.Packed`, e.g. read from a file)."""
         layer = cls.__new__(cls)
-        nn.Module.__init__(layer)
         layer._setup(packed, scale, bias)
         return layer
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        from acl26.kernels import ternary
-
         lead = x.shape[:-1]
         xs = np.ascontiguousarray(x.detach().reshape(-1, self.in_features).float().numpy())
-        y = torch.from_numpy(ternary.gemm(self.packed.fmt, self.packed, self.scale, xs)).reshape(*lead, self.out_features)
+        y = torch.from_numpy(self.gemm(xs)).reshape(*lead, self.out_features)
         if self.bias is not None:
             y = y + self.bias
         return y.to(x.dtype)
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.packed.nbytes + self.scale.nbytes)
 
 
 def to_packed(model):

@@ -1,37 +1,11 @@
-"""Plain-numpy twins of acl26.kernels.ternary (stumpy-style): slow, obvious, and the oracle.
-
-They follow the module docstring's definitions directly (group codes from the weights themselves,
-not from the kernel's tables) and add float32 numbers in the order it specifies, so the kernels
-must match them bit for bit.
-"""
+"""Plain-numpy twins of acl26.kernels.ternary.pack: group codes from the weights themselves, by the
+definitions of acl26.kernels.ternary's docstring, not from the kernel's tables."""
 
 from __future__ import annotations
 
 import numpy as np
 
 GROUP = {"sherry": 4, "tl2": 3, "i2": 2}
-
-
-def sparse_ternarize(W: np.ndarray, group_size: int | None = None):
-    W = np.asarray(W)
-    n_out, n_in = W.shape
-    g = W.reshape(n_out, n_in // 4, 4)
-    zero = np.argmin(np.abs(g), axis=2)  # first of the smallest |w|
-    T = np.where(g < 0, -1, 1).astype(np.int8)
-    np.put_along_axis(T, zero[..., None], 0, axis=2)
-    T = T.reshape(n_out, n_in)
-    gs = n_in if group_size is None else group_size
-    kept = np.where(T != 0, np.abs(W).astype(np.float64), 0.0).reshape(n_out, n_in // gs, gs)
-    sums = np.cumsum(kept, axis=2)[..., -1]  # left to right, as the kernel adds them
-    scale = (sums / (3 * gs // 4)).astype(np.float32)
-    return T, (scale[:, 0] if group_size is None else scale)
-
-
-def absmean_ternarize(W: np.ndarray):
-    W = np.asarray(W)
-    g = max(float(np.mean(np.abs(W.astype(np.float64)))), 1e-5)
-    q = np.round(W.astype(np.float64) / g)  # half to even
-    return np.minimum(np.maximum(q, -1), 1).astype(np.int8), np.float32(g)
 
 
 def _groups(fmt: str, T: np.ndarray) -> np.ndarray:
@@ -118,41 +92,6 @@ def unpack(fmt: str, codes: np.ndarray, signs: np.ndarray, shape) -> np.ndarray:
             s = (int(signs[b, 2 * j + i // 8]) >> (i % 8)) & 1 if fmt != "i2" else 0
             T[r, G * j:G * j + G] = np.array(decode_index(fmt, idx)) * (-1 if s else 1)
     return T[:, :cols]
-
-
-def gemm(fmt: str, T: np.ndarray, scale, X: np.ndarray) -> np.ndarray:
-    """(batch, rows): per group, +-(sum of the canonical weights times x, in order), summed in group order."""
-    T = np.asarray(T)
-    X = np.atleast_2d(np.asarray(X, np.float32))
-    rows, cols = T.shape
-    G = GROUP[fmt]
-    g = _groups(fmt, T)
-    s = np.ones(g.shape[:2], np.int64) if fmt == "i2" else _first_nonzero_sign(g)
-    canon = (g * s[..., None]).astype(np.float32)
-    ng = g.shape[1]
-    sc = np.asarray(scale, np.float32)
-    sc = np.broadcast_to(sc.reshape(-1, 1) if sc.ndim < 2 else sc, (rows, 1 if sc.ndim < 2 else sc.shape[1]))
-    per_seg = ng // sc.shape[1]
-    Y = np.zeros((X.shape[0], rows), np.float32)
-    for c, x in enumerate(X):
-        xp = np.zeros(ng * G, np.float32)
-        xp[:cols] = x
-        y = None
-        for seg in range(sc.shape[1]):
-            acc = np.zeros(rows, np.float32)
-            for j in range(seg * per_seg, (seg + 1) * per_seg):
-                v = np.zeros(rows, np.float32)
-                for t in range(G):
-                    v = v + canon[:, j, t] * xp[G * j + t]
-                acc = acc + np.where(s[:, j] < 0, -v, v)
-            y = acc * sc[:, seg] if y is None else y + acc * sc[:, seg]
-        Y[c] = y
-    return Y
-
-
-def gemv(fmt: str, T: np.ndarray, scale, x: np.ndarray) -> np.ndarray:
-    """(rows,): :func:`gemm` of one activation vector."""
-    return gemm(fmt, T, scale, np.asarray(x, np.float32)[None])[0]
 
 
 # the kernel module's per-format entry points, by the same names (twins take the plain matrix)
