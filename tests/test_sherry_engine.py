@@ -163,3 +163,12 @@ def test_smollm2_through_the_engine_is_the_transformers_model():
     eng = Engine.from_transformers(model, "fp32")
     assert np.max(np.abs(eng.logits(ids) - want)) <= 1e-5 * np.ptp(want)
     assert eng.generate(ids, 8).tolist() == ref.tolist()
+
+
+def test_random_engine_is_the_speed_tables_model():
+    eng = Engine.random("tiny", "sherry", seed=1)
+    assert eng.fused and eng.packed_blocks == list(range(4)) and eng.fmt == "sherry"
+    out = eng.generate([1, 2, 3], 4)
+    assert out.shape == (7,) and out[:3].tolist() == [1, 2, 3]
+    plain = Engine.random("tiny", "fp32", seed=1)
+    assert not plain.fused and plain.packed_blocks == []

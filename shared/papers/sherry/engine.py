@@ -113,6 +113,17 @@ class Engine:
     def fmt(self) -> str:
         return self.model.fmt
 
+    @classmethod
+    def random(cls, shape, fmt: str, *, seed: int = 0, embedding: D.Embedding | None = None, fuse: bool = True,
+               progress: bool = False) -> "Engine":
+        """A random-weight decoder of ``shape`` (a :class:`~acl26.papers.sherry.decoder.Shape` or its name) in
+        ``fmt`` (:func:`~acl26.papers.sherry.decoder.build_model`; what the speed table times), fused for
+        decoding where ``fmt`` has a fused step and ``fuse`` is set."""
+        m = D.build_model(shape, fmt, seed=seed, embedding=embedding, progress=progress)
+        if fuse and fmt in D.FUSED:
+            m.fuse()
+        return cls(m, list(range(len(m.blocks))) if fmt in D.PACKED else [])
+
     @property
     def vocab(self) -> int:
         return self.model.shape.vocab

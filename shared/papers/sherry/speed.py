@@ -24,8 +24,9 @@ from acl26 import checks, timing
 from acl26.kernels import decode as kd
 from acl26.kernels import ternary as tn
 from acl26.papers.sherry.decoder import (FORMATS, FUSED, LABELS, MB, PACKED, Embedding, KVCache, Model, Shape,
-                                         available_bytes, build_model, get_shape, model_bytes, random_embedding,
+                                         available_bytes, get_shape, model_bytes, random_embedding,
                                          skip_reason)
+from acl26.papers.sherry.engine import Engine
 from acl26.papers.sherry.paper import _ratio
 
 # --------------------------------------------------------------------------------------------
@@ -204,11 +205,9 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
                 t0 = time.perf_counter()
                 base = base_format(f)
                 m = base_models.get(base)
-                if m is None:
-                    m = build_model(s, base, seed=seed, embedding=shared.get("bf16") if base != "fp32" else None,
-                                    progress=progress)
-                    if fused and base in FUSED:
-                        m.fuse()
+                if m is None:  # the engine Engine.from_transformers builds for a real model, on random weights
+                    m = Engine.random(s, base, seed=seed, embedding=shared.get("bf16") if base != "fp32" else None,
+                                      fuse=fused, progress=progress).model
                     if inter:
                         base_models[base] = m
                 if f.endswith(Q8):  # the same blocks, the fused step reading an 8-bit copy of the head
@@ -356,7 +355,7 @@ def decode_profile(shape: str | Shape = "bitnet-0.7b", formats: Sequence[str] = 
     rows = []
     with timing.threads(n_threads):
         for f in tqdm(formats, desc=f"decode profile {s.name}", disable=not progress):
-            m = build_model(s, f, seed=seed)
+            m = Engine.random(s, f, seed=seed, fuse=False).model  # fused below, after the numpy profile
             cache = m.new_cache(context + tokens)
             rng = np.random.default_rng(seed)
             head_mb = (m.embedding.head.numel() * m.embedding.head.element_size()) / MB
