@@ -43,10 +43,13 @@ def _other_chapter(root: Path, f: Path, chapter_id: str | None) -> bool:
 
 
 def _unused_kernel(root: Path, f: Path, kernels: tuple[str, ...] | None) -> bool:
-    """Whether ``f`` is a kernel module (``acl26/kernels/<name>.py``, not private) outside ``kernels``."""
-    if kernels is None or root.name != "kernels" or f.parent != root:
+    """Whether ``f`` belongs to a kernel module outside ``kernels``: ``acl26/kernels/<name>.py``, or any file
+    of the kernel package ``acl26/kernels/<name>/`` (private names, such as ``_jit``, belong to every chapter)."""
+    if kernels is None or root.name != "kernels":
         return False
-    return not f.stem.startswith("_") and f.stem not in kernels
+    parts = f.relative_to(root).parts
+    name = parts[0] if len(parts) > 1 else f.stem
+    return not name.startswith("_") and name not in kernels
 
 
 @functools.lru_cache(maxsize=16)

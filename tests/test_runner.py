@@ -150,8 +150,16 @@ def test_editing_one_kernel_re_runs_only_the_chapters_that_use_it(tmp_path, monk
     (kern / "k1.py").write_text("# k1, edited\n")
     after = digests()
     assert after["a"] != before["a"] and after["b"] == before["b"] and after["c"] == before["c"]
+    (kern / "k3").mkdir()  # a kernel package: its files belong to the chapters that declare it
+    (kern / "k3" / "__init__.py").write_text("# k3\n")
+    (kern / "k3" / "simd.py").write_text("# k3 simd\n")
+    uses["d"] = ("k3",)
+    after = digests()
+    (kern / "k3" / "simd.py").write_text("# k3 simd, edited\n")
+    edited = digests()
+    assert edited["d"] != after["d"] and all(edited[c] == after[c] for c in "abc")
     (kern / "_jit.py").write_text("# the shared jit, edited\n")  # every chapter's kernels compile through it
-    assert all(v != after[c] for c, v in digests().items())
+    assert all(v != edited[c] for c, v in digests().items())
     execution.source_digest.cache_clear()
 
 

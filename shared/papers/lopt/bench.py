@@ -101,6 +101,7 @@ def benchmarks(quick: bool = False) -> dict:
 
             work = med(lambda x: x.time_backend + x.time_python)
             rows.append(dict(benchmark=f"{tname}: profile, LoPT {label}", chars=n, median_s=med(lambda x: x.time_total),
+                             min_s=min(x.time_total for x in sts), max_s=max(x.time_total for x in sts),
                              split_s=med(lambda x: x.time_split), encode_wall_s=med(lambda x: x.time_encode),
                              merge_s=med(lambda x: x.time_merge), backend_s=med(lambda x: x.time_backend),
                              python_s=med(lambda x: x.time_python), imbalance=med(lambda x: x.imbalance),

@@ -31,7 +31,7 @@ CHAPTER = Chapter(
     order=10,
     prepare=llamacpp.prepare,
     fragments={"intro_sherry_shapes.md": study.decoded_shapes},
-    kernels=("ternary",),
+    kernels=("ternary", "decode"),
 )
 
 __all__ = ["CHAPTER", "Engine", "MODES", "engine", "PackedLinear", "QATMonitor", "QuantLinear", "absmean", "arenas_lambda", "effective_rank",
