@@ -346,18 +346,29 @@ def profile_parts(w: Weights, state: State, context: int, *, repeats: int = 5, s
 # the jitted step
 
 
-@intrinsic
-def _bf16(typingctx, u):
-    """float32 of bfloat16 bits (uint16): ``bits << 16`` reinterpreted, exact."""
-    if not isinstance(u, types.Integer):
-        return None
-    sig = types.float32(u)
+def _bits_to_float32(doc: str, lower):
+    """A scalar intrinsic: float32 of the 16-bit pattern ``u`` (an integer), by ``lower(builder, u)``."""
 
-    def codegen(context, builder, signature, args):
-        v = builder.shl(builder.zext(args[0], ir.IntType(32)), ir.Constant(ir.IntType(32), 16))
-        return builder.bitcast(v, ir.FloatType())
+    def typer(typingctx, u):
+        if not isinstance(u, types.Integer):
+            return None
 
-    return sig, codegen
+        def codegen(context, builder, signature, args):
+            v = builder.trunc(args[0], ir.IntType(16)) if args[0].type.width > 16 else args[0]
+            return lower(builder, v)
+
+        return types.float32(u), codegen
+
+    typer.__doc__ = doc
+    return intrinsic(typer)
+
+
+#: float32 of bfloat16 bits (uint16): ``bits << 16`` reinterpreted, exact
+_bf16 = _bits_to_float32("float32 of bfloat16 bits, exact", lambda b, v: b.bitcast(
+    b.shl(b.zext(v, ir.IntType(32)), ir.Constant(ir.IntType(32), 16)), ir.FloatType()))
+#: float32 of float16 bits (uint16), exact
+_f16 = _bits_to_float32("float32 of float16 bits, exact", lambda b, v: b.fpext(b.bitcast(v, ir.HalfType()),
+                                                                                ir.FloatType()))
 
 
 class _BFloat(ir.Type):
@@ -638,20 +649,6 @@ def _attend(h, qkv, K, V, T, out, scores, group, inv_sqrt):
 def _attention(qkv, K, V, T, out, scores, group, inv_sqrt):
     for h in prange(scores.shape[0]):
         _attend(h, qkv, K, V, T, out, scores, group, inv_sqrt)
-
-
-@intrinsic
-def _f16(typingctx, u):
-    """float32 of float16 bits (uint16), exact."""
-    if not isinstance(u, types.Integer):
-        return None
-    sig = types.float32(u)
-
-    def codegen(context, builder, signature, args):
-        v = builder.trunc(args[0], ir.IntType(16)) if args[0].type.width > 16 else args[0]
-        return builder.fpext(builder.bitcast(v, ir.HalfType()), ir.FloatType())
-
-    return sig, codegen
 
 
 def _host_avx512bw(feature: str) -> bool:
