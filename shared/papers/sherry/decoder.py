@@ -40,9 +40,13 @@ and values (float32, GQA), o projection, residual, RMSNorm, gate/up projections,
 down projection, residual; then the final RMSNorm and the output head over the vocabulary; the next
 token is the argmax (greedy). The 7 projections of every block go through the format's GEMV; all
 the rest is the same numpy float32 code for every format, so the comparison isolates the weight
-format. Weights are generated block by block (one float32 matrix at a time is the largest
-transient); a (shape, format) whose model would not fit comfortably is skipped with the reason
-recorded (:func:`skip_reason`).
+format. That is :meth:`Model.forward` (prefill, and decoding before :meth:`Model.fuse`). After
+:meth:`Model.fuse` (bf16 and the packed formats, :data:`FUSED`), :meth:`Model.next_token` runs the
+same step as :func:`acl26.kernels.decode.step`: the blocks in one Numba call (q|k|v and gate|up
+stacked, one lookup table per input vector, no allocation), the head and its argmax in a second;
+the speed table decodes that way. Weights are generated block by block (one float32 matrix at a time
+is the largest transient); a (shape, format) whose model would not fit comfortably is skipped with
+the reason recorded (:func:`skip_reason`).
 
 Units: MB = 2**20 bytes (MiB), which is what the paper's sizes fit (see ``bitnet-0.7b`` above).
 """
