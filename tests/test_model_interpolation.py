@@ -577,3 +577,32 @@ def test_variants_run_each_ablations_union_as_its_control(monkeypatch):
     calls.clear()
     out = study.variants(pair, ["q"], P, None, None, progress=False)  # no band: no ablation, no grid
     assert not any(k in out for k in (study.UNION_LAYERS, "attn only")) and not any(k.startswith("λ") for k in out)
+
+
+@pytest.mark.slow
+def test_study_on_a_local_qwen3_pair(tmp_path, monkeypatch):
+    """The paper's own architecture: a tiny Qwen3 Instruct/Thinking pair (query/key norms, tied embeddings) and
+    its base, saved the way a user's checkpoints are, through the whole study."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from acl26 import tokenization
+
+    monkeypatch.setenv("ACL26_CACHE", str(tmp_path / "cache"))
+    tok = tokenization.load("smollm2")
+    cfg = Qwen3Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=256,
+                      tie_word_embeddings=True)
+    for i, name in enumerate(("base", "instruct", "thinking")):
+        torch.manual_seed(10 + i)
+        Qwen3ForCausalLM(cfg).save_pretrained(tmp_path / name)
+        tok.save_pretrained(tmp_path / name)
+    P = study.SPEC.resolve("smoke", {"instruct": str(tmp_path / "instruct"), "thinking": str(tmp_path / "thinking"),
+                                     "base": str(tmp_path / "base"), "eval_problems": 2, "power_problems": 3,
+                                     "max_new_tokens": 3})
+    res = study.run(P, progress=False)
+    assert sorted(res["sweep"]) == [0.0, 0.5, 0.8, 1.0] and res["n_layers"] == 2
+    assert res["endpoint_error"] == 0.0 and res["source"].startswith("local checkpoints")
+    assert {"TA", "TIES"} <= set(res["variants"])
+    led = C.Ledger("model_interpolation", "smoke", list(study.CLAIMS), P)
+    verdicts.record_claims(led, res)
+    assert not led.missing()
