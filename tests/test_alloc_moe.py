@@ -502,3 +502,46 @@ def test_segments_weight_back_to_the_block_means_and_the_allocation_bootstrap_re
     iv = study.allocation_bootstrap(parts, w, 6, shape, n_resamples=200)
     assert iv.estimate == shape(study.allocate(S, 6)) and iv.lo <= iv.estimate <= iv.hi and iv.n == 9
     assert iv == study.allocation_bootstrap(parts, w, 6, shape, n_resamples=200)  # seeded
+
+
+def _tiny_moe_config(arch: str, vocab: int):
+    """A tiny OLMoE or DeepSeek-V2 config (6 experts, top-3, 2 MoE layers): the paper's other model families."""
+    if arch == "olmoe":
+        from transformers import OlmoeConfig
+
+        return OlmoeConfig(vocab_size=vocab, hidden_size=32, intermediate_size=16, num_hidden_layers=2,
+                           num_attention_heads=2, num_key_value_heads=1, num_experts=6, num_experts_per_tok=3,
+                           max_position_embeddings=64)
+    from transformers import DeepseekV2Config
+
+    return DeepseekV2Config(vocab_size=vocab, hidden_size=32, intermediate_size=32, moe_intermediate_size=16,
+                            num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2, n_routed_experts=6,
+                            num_experts_per_tok=3, n_shared_experts=1, first_k_dense_replace=0, kv_lora_rank=8,
+                            q_lora_rank=None, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8,
+                            max_position_embeddings=64, topk_method="greedy", n_group=1, topk_group=1)
+
+
+@pytest.mark.assets
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["olmoe", "deepseek_v2"])
+def test_the_checkpoint_path_runs_olmoe_and_deepseek_v2(tmp_path, arch):
+    """The local-checkpoint path on tiny OLMoE and DeepSeek-V2 models saved as a user's (issue 29, point 2):
+    every MoE layer's router is found with its native top-k, and the result decides every claim."""
+    from acl26 import claims as C
+    from acl26 import corpus as corpus_mod
+    from acl26.papers.alloc_moe import CHAPTER
+    from transformers import AutoModelForCausalLM
+
+    tok = corpus_mod.train_bpe(1024)
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(_tiny_moe_config(arch, len(tok))).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    P = study.SPEC.resolve("smoke", {"checkpoint": str(tmp_path), "budgets": [1, 2], "eval_blocks": 4,
+                                     "n_resamples": 99, "speed_rounds": 1})
+    res = study.run(P, progress=False)
+    info = res["info"]
+    assert info["MoE layers"] == 2 and info["experts per layer"] == 6 and info["native top-k"] == 3
+    assert {"OlmoeForCausalLM": "olmoe", "DeepseekV2ForCausalLM": "deepseek_v2"}[info["class"]] == arch
+    ledger = C.Ledger("alloc_moe", "smoke", list(CHAPTER.claims))
+    CHAPTER.record_claims(ledger, res)
+    assert not ledger.missing()
