@@ -391,14 +391,11 @@ def _dot64(typingctx, W, r, x, xb, m):
 
     def codegen(context, builder, signature, args):
         tys = signature.args
-        wa = context.make_array(tys[0])(context, builder, args[0])
         xa = context.make_array(tys[2])(context, builder, args[2])
         r_ = context.cast(builder, args[1], tys[1], types.int64)
         m_ = context.cast(builder, args[4], tys[4], types.int64)
-        cols = builder.extract_value(wa.shape, 1)
-        wrow = builder.gep(wa.data, [builder.mul(r_, cols)], source_etype=tn._I16)
-        fma = tn.cgutils.get_or_insert_function(builder.module, ir.FunctionType(tn._V16F, [tn._V16F] * 3),
-                                                "llvm.fma.v16f32")
+        wrow = _row_ptr(context, builder, tys[0], args[0], r_, tn._I16)
+        fma = _fma16(builder)
         v16i16 = ir.VectorType(tn._I16, 16)
         accs = [tn.cgutils.alloca_once(builder, tn._V16F) for _ in range(4)]
         for a in accs:
@@ -551,6 +548,18 @@ def _rope(v, off, hd, cos, sin, pos):
         v[off + half + i] = b * c + a * s
 
 
+def _fma16(builder):
+    """LLVM's <16 x float> fused multiply-add."""
+    return tn.cgutils.get_or_insert_function(builder.module, ir.FunctionType(tn._V16F, [tn._V16F] * 3),
+                                             "llvm.fma.v16f32")
+
+
+def _row_ptr(context, builder, ty, val, r, etype):
+    """Pointer to row ``r`` (an i64) of a 2-D C array."""
+    a = context.make_array(ty)(context, builder, val)
+    return builder.gep(a.data, [builder.mul(r, builder.extract_value(a.shape, 1))], source_etype=etype)
+
+
 def _vec_ptr(context, builder, ty, val, off):
     """Pointer to element ``off`` of a 1-D C array."""
     a = context.make_array(ty)(context, builder, val)
@@ -569,8 +578,7 @@ def _vdot(typingctx, a, ao, b, bo, n):
         tys = signature.args
         ao_, bo_, n_ = (context.cast(builder, args[k], tys[k], types.int64) for k in (1, 3, 4))
         pa, pb = _vec_ptr(context, builder, tys[0], args[0], ao_), _vec_ptr(context, builder, tys[2], args[2], bo_)
-        fma = tn.cgutils.get_or_insert_function(builder.module, ir.FunctionType(tn._V16F, [tn._V16F] * 3),
-                                                "llvm.fma.v16f32")
+        fma = _fma16(builder)
         acc = tn.cgutils.alloca_once(builder, tn._V16F)
         builder.store(tn._splat(tn._V16F, 0.0), acc)
         with tn.cgutils.for_range(builder, builder.udiv(n_, ir.Constant(tn._I64, 16))) as it:
@@ -597,8 +605,7 @@ def _vaxpy(typingctx, y, yo, a, ao, p, n):
         pv = context.cast(builder, args[4], tys[4], types.float32)
         pv = builder.shuffle_vector(builder.insert_element(ir.Constant(tn._V16F, None), pv, ir.Constant(tn._I32, 0)),
                                     ir.Constant(tn._V16F, None), ir.Constant(tn._V16I, [0] * 16))
-        fma = tn.cgutils.get_or_insert_function(builder.module, ir.FunctionType(tn._V16F, [tn._V16F] * 3),
-                                                "llvm.fma.v16f32")
+        fma = _fma16(builder)
         with tn.cgutils.for_range(builder, builder.udiv(n_, ir.Constant(tn._I64, 16))) as it:
             off = builder.mul(it.index, ir.Constant(tn._I64, 16))
             yp = builder.gep(py, [off], source_etype=tn._F32)
@@ -651,24 +658,10 @@ def _attention(qkv, K, V, T, out, scores, group, inv_sqrt):
         _attend(h, qkv, K, V, T, out, scores, group, inv_sqrt)
 
 
-def _host_avx512bw(feature: str) -> bool:
-    """Whether the code numba generates here may use the AVX-512 ``feature`` (pinned CPU features count,
-    as in :func:`acl26.kernels.ternary._host_simd_level`)."""
-    from numba.core import config
-
-    if tn.HOST_SIMD_LEVEL < 2:
-        return False
-    if config.CPU_FEATURES or config.CPU_NAME not in (None, "host"):
-        return f"+{feature}" in (config.CPU_FEATURES or "").split(",")
-    import llvmlite.binding as llvm
-
-    return bool(llvm.get_host_cpu_features().get(feature))
-
-
-_HOST_AVX512BW = _host_avx512bw("avx512bw")
+_HOST_AVX512BW = tn.HOST_SIMD_LEVEL == 2 and "+avx512bw" in tn.HOST_FEATURES
 #: whether bf16 matrices and the bf16 head multiply bf16-rounded inputs with AVX512-BF16's vdpbf16ps (the
 #: CPU has it) rather than widening each weight to float32 and multiplying float32 inputs
-BF16_INPUTS = _host_avx512bw("avx512bf16")
+BF16_INPUTS = tn.HOST_SIMD_LEVEL == 2 and "+avx512bf16" in tn.HOST_FEATURES
 
 
 @intrinsic
@@ -683,15 +676,12 @@ def _q8_blocks(typingctx, Q, S, r, xq, nb):
 
     def codegen(context, builder, signature, args):
         tys = signature.args
-        qa = context.make_array(tys[0])(context, builder, args[0])
-        sa = context.make_array(tys[1])(context, builder, args[1])
         xa = context.make_array(tys[3])(context, builder, args[3])
         r_ = context.cast(builder, args[2], tys[2], types.int64)
         nb_ = context.cast(builder, args[4], tys[4], types.int64)
-        qrow = builder.gep(qa.data, [builder.mul(r_, builder.extract_value(qa.shape, 1))], source_etype=tn._I8)
-        srow = builder.gep(sa.data, [builder.mul(r_, builder.extract_value(sa.shape, 1))], source_etype=tn._I16)
-        fma = tn.cgutils.get_or_insert_function(builder.module, ir.FunctionType(tn._V16F, [tn._V16F] * 3),
-                                                "llvm.fma.v16f32")
+        qrow = _row_ptr(context, builder, tys[0], args[0], r_, tn._I8)
+        srow = _row_ptr(context, builder, tys[1], args[1], r_, tn._I16)
+        fma = _fma16(builder)
         v32i32, v32i16 = ir.VectorType(tn._I32, 32), ir.VectorType(tn._I16, 32)
         total = tn.cgutils.alloca_once(builder, tn._V16F)
         builder.store(tn._splat(tn._V16F, 0.0), total)

@@ -428,6 +428,17 @@ def test_spec_checks():
 # ---- the local-checkpoint path (e.g. the Qwen3-4B pair), on two tiny checkpoints saved to disk
 
 
+def _saved_trio(tmp_path, model_cls, cfg, tok, *, seed: int, **overrides) -> dict:
+    """A base, an Instruct and a Thinking model of ``cfg`` (seeds ``seed``, ``seed + 1``, ``seed + 2``) saved
+    with ``tok`` the way a user's checkpoints are, and the smoke parameters pointing at them."""
+    for i, name in enumerate(("base", "instruct", "thinking")):
+        torch.manual_seed(seed + i)
+        model_cls(cfg).save_pretrained(tmp_path / name)
+        tok.save_pretrained(tmp_path / name)
+    return study.SPEC.resolve("smoke", {"instruct": str(tmp_path / "instruct"), "thinking": str(tmp_path / "thinking"),
+                                        "base": str(tmp_path / "base"), **overrides})
+
+
 @pytest.mark.slow
 def test_study_on_local_checkpoints(tmp_path, monkeypatch):
     from acl26 import tokenization
@@ -438,13 +449,8 @@ def test_study_on_local_checkpoints(tmp_path, monkeypatch):
 
     cfg = LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=3,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
-    for i, name in enumerate(("base", "instruct", "thinking")):
-        torch.manual_seed(i)
-        LlamaForCausalLM(cfg).save_pretrained(tmp_path / name)
-        tok.save_pretrained(tmp_path / name)
-    P = study.SPEC.resolve("smoke", {"instruct": str(tmp_path / "instruct"), "thinking": str(tmp_path / "thinking"),
-                                     "base": str(tmp_path / "base"), "eval_problems": 3, "power_problems": 5,
-                                     "max_new_tokens": 4})
+    P = _saved_trio(tmp_path, LlamaForCausalLM, cfg, tok, seed=0, eval_problems=3, power_problems=5,
+                    max_new_tokens=4)
     res = study.run(P, progress=False)
     assert sorted(res["sweep"]) == [0.0, 0.5, 0.8, 1.0]
     assert {0.0, 0.8, 1.0} <= set(res["decisive"])
@@ -592,13 +598,8 @@ def test_study_on_a_local_qwen3_pair(tmp_path, monkeypatch):
     cfg = Qwen3Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=256,
                       tie_word_embeddings=True)
-    for i, name in enumerate(("base", "instruct", "thinking")):
-        torch.manual_seed(10 + i)
-        Qwen3ForCausalLM(cfg).save_pretrained(tmp_path / name)
-        tok.save_pretrained(tmp_path / name)
-    P = study.SPEC.resolve("smoke", {"instruct": str(tmp_path / "instruct"), "thinking": str(tmp_path / "thinking"),
-                                     "base": str(tmp_path / "base"), "eval_problems": 2, "power_problems": 3,
-                                     "max_new_tokens": 3})
+    P = _saved_trio(tmp_path, Qwen3ForCausalLM, cfg, tok, seed=10, eval_problems=2, power_problems=3,
+                    max_new_tokens=3)
     res = study.run(P, progress=False)
     assert sorted(res["sweep"]) == [0.0, 0.5, 0.8, 1.0] and res["n_layers"] == 2
     assert res["endpoint_error"] == 0.0 and res["source"].startswith("local checkpoints")

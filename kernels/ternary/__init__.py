@@ -74,5 +74,5 @@ from acl26.kernels.ternary.pack import (_check_packed, pack_i2, pack_sherry, pac
                                         unpack_tl2)
 from acl26.kernels.ternary.quantize import absmean_ternarize, sparse_ternarize  # noqa: F401
 from acl26.kernels.ternary.simd import (_F32, _I8, _I16, _I32, _I64, _V8F, _V8I, _V16F, _V16I, HOST_SIMD_LEVEL,  # noqa: F401
-                                        SIMD_LEVELS, _host_simd_level, _load, _lookup16, _lut_fill, _lut_tile, _splat,
+                                        SIMD_LEVELS, HOST_FEATURES, _host_simd_level, _load, _lookup16, _lut_fill, _lut_tile, _splat,
                                         cgutils, simd_level)

@@ -13,24 +13,32 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 #: public functions of this module that are not kernels (no jitted core, so no numpy twin)
-NOT_KERNELS = ("simd_level",)
+NOT_KERNELS = ("simd_level", "host_features")
 
 SIMD_LEVELS = {"portable": 0, "avx2": 1, "avx512": 2}
 
 
-def _host_simd_level() -> int:
-    """Best SIMD level the code numba generates here may use (0 when not x86 or CPU pinned to generic)."""
+def host_features() -> frozenset[str]:
+    """The x86 features (``"+avx512f"``, ...) the code numba generates here may use: numba's pinned
+    ``CPU_FEATURES`` when the CPU is pinned (e.g. generic, for a portable cache), else the host's; empty
+    off x86."""
     from numba.core import config
 
     if platform.machine().lower() not in ("x86_64", "amd64"):
-        return 0
+        return frozenset()
     if config.CPU_FEATURES or config.CPU_NAME not in (None, "host"):
-        feats = set((config.CPU_FEATURES or "").split(","))  # pinned (e.g. generic, for a portable cache)
-    else:
-        import llvmlite.binding as llvm
+        return frozenset((config.CPU_FEATURES or "").split(","))
+    import llvmlite.binding as llvm
 
-        feats = {f"+{k}" for k, v in llvm.get_host_cpu_features().items() if v}
-    return 2 if "+avx512f" in feats else 1 if "+avx2" in feats else 0
+    return frozenset(f"+{k}" for k, v in llvm.get_host_cpu_features().items() if v)
+
+
+HOST_FEATURES = host_features()
+
+
+def _host_simd_level() -> int:
+    """Best SIMD level the code numba generates here may use (0 when not x86 or CPU pinned to generic)."""
+    return 2 if "+avx512f" in HOST_FEATURES else 1 if "+avx2" in HOST_FEATURES else 0
 
 
 HOST_SIMD_LEVEL = _host_simd_level()

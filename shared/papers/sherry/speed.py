@@ -78,8 +78,9 @@ def label(fmt: str) -> str:
 
 
 def _q8_head_bytes(s: Shape) -> int:
-    """Bytes of an 8-bit head of ``s``: int8 weights and a float16 scale per 32 inputs of a row."""
-    return s.vocab * (s.hidden + 2 * -(-s.hidden // 32))
+    """Bytes of an 8-bit head of ``s`` (:func:`acl26.kernels.decode.q8_head`): int8 weights and a float16 scale per
+    :data:`~acl26.kernels.decode.Q8_BLOCK` inputs of a row."""
+    return s.vocab * (s.hidden + 2 * -(-s.hidden // kd.Q8_BLOCK))
 
 
 def read_bytes_per_token(s: Shape, linear: int, embedding: int, norms: int) -> int:
