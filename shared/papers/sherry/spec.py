@@ -164,6 +164,11 @@ CLAIMS = [
             "speed table, i7-14700HX", C.predicate("ours > 1.0×", lambda v: v > 1.0, boundaries=(1.0,))),
     C.Claim("speed_vs_i2", "Sherry decodes at least as fast as the 2-bit format (I2_S)", "148.27 vs 132.13 tok/s (0.7B)",
             "speed table, i7-14700HX", C.predicate("ours ≥ 1.0×", lambda v: v >= 1.0, boundaries=(1.0,))),
+    # speed_vs_ggml's test (> 1.0x) is unchanged since it was first fixed; what it is measured on moved from one
+    # 4096 x 14336 product to the sum over one decode step's 168 products of the 0.7B model (MODEL_GEMV_SHAPE),
+    # because issue 28 (point 4) asks for exactly that and because the paper's speed figure is the 0.7B model's
+    # decode, whose projections are 1536- and 4096-wide, not 14336-wide. Changed before the run that decided it;
+    # the verdict went from yes [1.09, 1.14] to inconclusive [0.996, 1.02], against us.
     C.Claim("speed_vs_ggml", "Sherry's matrix-vector products are faster than llama.cpp's ternary kernels (TQ1_0, "
             "TQ2_0) over one decode step's projections of the 0.7B model, at the same thread count", "faster than the 2-bit and 1.67-bit kernels (148.27 vs 132.13 and "
             "116.83 tok/s, 0.7B)", "speed table; llama.cpp's TQ types are the public CPU peers",
