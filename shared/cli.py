@@ -1,4 +1,4 @@
-"""The ``acl26`` command line: list, fetch, prepare, run, bench, book, sync.
+"""The ``acl26`` command line: list, fetch, prepare, run, sweep, bench, book, sync, verify.
 
 Every error the user can cause (unknown paper, unknown parameter, bad value, unreachable registry,
 corrupted asset or results file, an unreadable or unwritable cache or output path, a full disk, an
@@ -104,6 +104,50 @@ def _cmd_prepare(args) -> None:
     book.prepare(chapters, force=args.force, strict=True)
 
 
+def _cmd_sweep(args) -> None:
+    import time
+
+    from acl26 import params, sweep
+
+    if args.paper == "collect":
+        if len(args.rest) != 1:
+            raise sweep.SweepError("usage: acl26 sweep collect DIR [--metric COLUMN --by PARAMETER [--hue PARAMETER]]")
+        t0 = time.perf_counter()
+        written = sweep.collect(args.rest[0], metric=args.metric, by=args.by, hue=args.hue, overwrite=args.force)
+        rows = sweep.collect_rows(args.rest[0])
+        ok = sum(r["status"] == "ok" for r in rows)
+        print(f"collected {len(rows)} points ({ok} finished, {len(rows) - ok} failed) in {time.perf_counter() - t0:.1f} s:")
+        for path in written.values():
+            print(f"  {path}")
+        return
+    if args.rest:
+        raise sweep.SweepError(f"unexpected {' '.join(args.rest)!r}; parameter points go in --grid, -p or --points")
+    for flag in ("metric", "by", "hue"):
+        if getattr(args, flag) is not None:
+            raise sweep.SweepError(f"--{flag} belongs to `acl26 sweep collect DIR`")
+    slurm = {k: v for k, v in {"cores": args.slurm_cores, "memory": args.slurm_memory, "walltime": args.slurm_time,
+                               "partition": args.slurm_partition, "account": args.slurm_account,
+                               "max_jobs": args.max_jobs}.items() if v is not None}
+    ex = sweep.parse_on(args.on)  # a bad executor fails before the points are planned
+    if slurm and ex.kind != "slurm":
+        raise sweep.SweepError(f"--slurm-* and --max-jobs are for --on slurm, not --on {args.on}")
+    plan = sweep.plan(args.paper, args.profile, grid=args.grid, points_file=args.points,
+                      fixed=params.parse_assignments(args.param), name=args.name, out=args.out)
+    if args.dry_run:
+        print(f"{len(plan.points)} points of {plan.paper} ({plan.profile}) into {plan.folder}/, on {args.on}:")
+        for p in plan.points:
+            print(f"  {p.short}  [{plan.status(p)}]  {p.label()}\n      -> {p.folder}")
+        return
+    t0 = time.perf_counter()
+    res = sweep.run(plan, args.on, gpus=args.gpus, slurm=slurm, progress=not args.quiet)
+    counts = {s: sum(o.status == s for o in res.outcomes) for s in ("ok", "done", "failed")}
+    print(f"sweep {plan.name}/{plan.paper}: {counts['ok']} run, {counts['done']} finished earlier, "
+          f"{counts['failed']} failed, in {time.perf_counter() - t0:.0f} s; collect: acl26 sweep collect {plan.folder}")
+    if res.failed:
+        raise sweep.SweepError(f"{len(res.failed)} of {len(plan.points)} points failed (each error: "
+                               f"{plan.folder / 'failed'}; the others went on; a re-run tries the failed ones again)")
+
+
 def _cmd_sync(args) -> None:
     from acl26 import sync
 
@@ -169,6 +213,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("papers", nargs="*", help="chapters (default: all that need it)")
     p.add_argument("--force", action="store_true", help="do it again even if done")
     p.set_defaults(func=_cmd_prepare)
+
+    p = sub.add_parser("sweep", help="run one paper's notebook at many parameter points (local processes, Dask or "
+                                     "SLURM), or `acl26 sweep collect DIR` to gather them into one table",
+                       description="acl26 sweep PAPER [--grid name=v1,v2 ...] [--points FILE.yaml] [--on EXECUTOR]; "
+                                   "acl26 sweep collect DIR [--metric COLUMN --by PARAMETER]")
+    p.add_argument("paper", help="the paper (or `collect`)")
+    p.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
+    p.add_argument("--profile", default="book", help="smoke | book | paper (default: book)")
+    p.add_argument("--grid", action="append", metavar="NAME=V1,V2", help="values of one parameter; several flags give "
+                   "the product")
+    p.add_argument("--points", type=Path, metavar="FILE", help="a YAML list of whole parameter sets (for list-valued "
+                   "parameters); combined with --grid as a product")
+    p.add_argument("-p", "--param", action="append", metavar="NAME=VALUE", help="a parameter every point shares")
+    p.add_argument("--on", default="local[1]", help="local[N] (N points at once, default 1), dask://HOST:PORT or slurm")
+    p.add_argument("--name", default="main", help="the sweep's folder under --out (default: main)")
+    p.add_argument("--out", type=Path, default=None, help="where sweeps go (default: ./sweeps)")
+    p.add_argument("--dry-run", action="store_true", help="print the points and where each would go; run nothing")
+    p.add_argument("--gpus", type=int, default=0, help="GPUs per point (Dask: the workers' GPU resource; SLURM: --gres)")
+    p.add_argument("--slurm-cores", type=int, default=None, help="SLURM: cores per job (default 4)")
+    p.add_argument("--slurm-memory", default=None, help="SLURM: memory per job (default 16GB)")
+    p.add_argument("--slurm-time", default=None, help="SLURM: walltime per job (default 02:00:00)")
+    p.add_argument("--slurm-partition", default=None, help="SLURM: partition (queue)")
+    p.add_argument("--slurm-account", default=None, help="SLURM: account")
+    p.add_argument("--max-jobs", type=int, default=None, help="SLURM: most jobs at once (default 4)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--metric", default=None, help="collect: the column to plot")
+    p.add_argument("--by", default=None, help="collect: the parameter on the plot's x axis")
+    p.add_argument("--hue", default=None, help="collect: a parameter drawn as one line per value")
+    p.add_argument("--force", action="store_true", help="collect: replace tables and plots acl26 did not write")
+    p.set_defaults(func=_cmd_sweep)
 
     p = sub.add_parser("sync", help="write every notebook's parameters cell and book/_toc.yml from the registry")
     p.add_argument("--check", action="store_true", help="write nothing; fail if anything is stale")

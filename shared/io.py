@@ -222,6 +222,37 @@ def _signals_held():
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+# ---- locks
+
+
+@contextlib.contextmanager
+def file_lock(path: str | os.PathLike, *, what: str = "") -> Iterator[None]:
+    """Hold an exclusive lock between processes on ``path`` (created if missing, left in place) for the
+    block: ``fcntl.flock``, which every process on this machine, and on most shared file systems, sees.
+    A process that finds the lock taken says so on stderr (``what`` it waits for) and waits. Released
+    when the block ends, and by the OS if the process dies. Where the platform has no ``fcntl``
+    (Windows), the block runs without a lock."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    import sys
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"[acl26] waiting: another process holds {path} ({what or 'a lock'})", file=sys.stderr, flush=True)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 # ---- files
 
 

@@ -14,7 +14,10 @@ training config, data fingerprint, seed, loop version):
   training runs with torch's deterministic algorithms (see :func:`deterministic`);
 * a cached model or checkpoint that does not load (truncated weights, a garbled log) raises
   :class:`acl26.errors.CacheError`, one line naming the folder and the command that removes it;
-  it is reported, not retrained behind the user's back (the next run retrains it once removed).
+  it is reported, not retrained behind the user's back (the next run retrains it once removed);
+* one process at a time trains (or loads) a given configuration (a lock beside its folder,
+  :func:`acl26.io.file_lock`): two runs that need the same model, such as the points of a sweep
+  (:mod:`acl26.sweep`), never train it twice; the second waits, then loads what the first saved.
 """
 
 from __future__ import annotations
@@ -290,136 +293,139 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
     fingerprint = data_fingerprint + (json.dumps(key_extra, sort_keys=True) if key_extra else "")
     key = config_key(model_config, train_config, fingerprint)
     final, partial = _folders(name, key)
-    if use_cache and (final / "train_log.json").is_file():
-        from transformers import AutoModelForCausalLM
+    # one process at a time per model: two runs that need the same model (points of a sweep, anywhere on a
+    # shared cache) never train it twice; the second waits, then loads what the first saved
+    with io.file_lock(final.parent / f".{final.name}.lock", what=f"training {name!r}"):
+        if use_cache and (final / "train_log.json").is_file():
+            from transformers import AutoModelForCausalLM
 
-        models.quiet_transformers()
-        try:
-            if (final / TRAINABLE_FILE).is_file():
-                model = _load_trainable(init(), final / TRAINABLE_FILE)
-            else:
-                model = AutoModelForCausalLM.from_pretrained(final)
-            train_log = io.read_json(final / "train_log.json")
-        except Exception as exc:  # noqa: BLE001 - json, safetensors and transformers each raise their own
-            raise cache_entry_error(final, exc, what=f"trained model {name!r}") from exc
-        if prepare is not None:
-            model = prepare(model)
-        return TrainResult(model, final, train_log, from_cache=True)
+            models.quiet_transformers()
+            try:
+                if (final / TRAINABLE_FILE).is_file():
+                    model = _load_trainable(init(), final / TRAINABLE_FILE)
+                else:
+                    model = AutoModelForCausalLM.from_pretrained(final)
+                train_log = io.read_json(final / "train_log.json")
+            except Exception as exc:  # noqa: BLE001 - json, safetensors and transformers each raise their own
+                raise cache_entry_error(final, exc, what=f"trained model {name!r}") from exc
+            if prepare is not None:
+                model = prepare(model)
+            return TrainResult(model, final, train_log, from_cache=True)
 
-    # a folder or file in the way that acl26 did not write is refused now, not after the training
-    io.check_target(final, kind="folder")
-    io.check_target(partial / "last.pt")
-    torch.manual_seed(train_config.seed)
-    model = init() if init is not None else _build(model_config, train_config.seed)
-    model.train()
-    # only what init() left trainable is optimised (e.g. QAT of some blocks, the rest frozen: requires_grad False)
-    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    if not trainable:
-        raise ValueError(f"{name}: the model to train has no trainable parameters (every requires_grad is False)")
-    decay = [p for n, p in trainable if p.ndim >= 2 and "norm" not in n]
-    no_decay = [p for n, p in trainable if not (p.ndim >= 2 and "norm" not in n)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": train_config.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=train_config.lr, betas=train_config.betas)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s, train_config))
-    gen = torch.Generator().manual_seed(train_config.seed)
-    history = {"step": [], "train_loss": [], "lr": [], "eval_step": [], "val_loss": []}
-    start, elapsed = 0, 0.0
-    ckpt = partial / "last.pt"
-    resumed_from = 0
-    if use_cache and ckpt.is_file():
-        try:
-            state = torch.load(ckpt, weights_only=False)
-        except Exception as exc:  # noqa: BLE001 - a truncated or garbled checkpoint
-            raise cache_entry_error(partial, exc, file=ckpt, what=f"training checkpoint of {name!r}") from exc
-        if state.get("key") == key:
-            _put_state(model, state["model"], trainable_only=save == "trainable")
-            opt.load_state_dict(state["opt"])
-            sched.load_state_dict(state["sched"])
-            gen.set_state(state["gen"])
-            torch.set_rng_state(state["torch_rng"])
-            history, start, elapsed = state["history"], state["step"], state["elapsed"]
+        # a folder or file in the way that acl26 did not write is refused now, not after the training
+        io.check_target(final, kind="folder")
+        io.check_target(partial / "last.pt")
+        torch.manual_seed(train_config.seed)
+        model = init() if init is not None else _build(model_config, train_config.seed)
+        model.train()
+        # only what init() left trainable is optimised (e.g. QAT of some blocks, the rest frozen: requires_grad False)
+        trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        if not trainable:
+            raise ValueError(f"{name}: the model to train has no trainable parameters (every requires_grad is False)")
+        decay = [p for n, p in trainable if p.ndim >= 2 and "norm" not in n]
+        no_decay = [p for n, p in trainable if not (p.ndim >= 2 and "norm" not in n)]
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": train_config.weight_decay},
+                                 {"params": no_decay, "weight_decay": 0.0}],
+                                lr=train_config.lr, betas=train_config.betas)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s, train_config))
+        gen = torch.Generator().manual_seed(train_config.seed)
+        history = {"step": [], "train_loss": [], "lr": [], "eval_step": [], "val_loss": []}
+        start, elapsed = 0, 0.0
+        ckpt = partial / "last.pt"
+        resumed_from = 0
+        if use_cache and ckpt.is_file():
+            try:
+                state = torch.load(ckpt, weights_only=False)
+            except Exception as exc:  # noqa: BLE001 - a truncated or garbled checkpoint
+                raise cache_entry_error(partial, exc, file=ckpt, what=f"training checkpoint of {name!r}") from exc
+            if state.get("key") == key:
+                _put_state(model, state["model"], trainable_only=save == "trainable")
+                opt.load_state_dict(state["opt"])
+                sched.load_state_dict(state["sched"])
+                gen.set_state(state["gen"])
+                torch.set_rng_state(state["torch_rng"])
+                history, start, elapsed = state["history"], state["step"], state["elapsed"]
+                if monitor is not None:
+                    monitor.load_state_dict(state.get("monitor", {}))
+                resumed_from = start
+                log.info("%s: resuming from step %d", name, start)
+        eval_x = val_blocks[: train_config.eval_blocks]
+        eval_y = None if val_labels is None else val_labels[: train_config.eval_blocks]
+        use_bf16 = autocast_bf16(train_config)
+        if train_config.bf16 and not use_bf16:
+            log.warning("%s: bf16 autocast asked for, but this CPU has no native bf16: training in fp32", name)
+
+        from tqdm import tqdm
+
+        bar = tqdm(range(start, train_config.steps), desc=f"train {name}", initial=start, total=train_config.steps,
+                   disable=not progress, unit="step")
+        t0 = time.perf_counter()
+        done_here = 0
+        for step in bar:
+            idx = torch.randint(0, len(train_blocks), (train_config.batch_size,), generator=gen)
+            x = train_blocks[idx]
+            y = x
+            if train_labels is not None:
+                x, y = trim_to_labels(x, train_labels[idx])
             if monitor is not None:
-                monitor.load_state_dict(state.get("monitor", {}))
-            resumed_from = start
-            log.info("%s: resuming from step %d", name, start)
-    eval_x = val_blocks[: train_config.eval_blocks]
-    eval_y = None if val_labels is None else val_labels[: train_config.eval_blocks]
-    use_bf16 = autocast_bf16(train_config)
-    if train_config.bf16 and not use_bf16:
-        log.warning("%s: bf16 autocast asked for, but this CPU has no native bf16: training in fp32", name)
+                monitor.before_step(step, model)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=use_bf16):
+                out = model(input_ids=x, labels=y)
+            loss = out.loss.float()
+            loss.backward()
+            if monitor is not None:
+                monitor.on_grads(step, model)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), train_config.grad_clip)
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+            history["step"].append(step + 1)
+            history["train_loss"].append(loss.item())
+            history["lr"].append(opt.param_groups[0]["lr"])
+            if on_step is not None:
+                on_step(step + 1, history["train_loss"][-1])
+            if (step + 1) % train_config.eval_every == 0 or step + 1 == train_config.steps:
+                history["eval_step"].append(step + 1)
+                history["val_loss"].append(evaluate_loss(model, eval_x, labels=eval_y))
+                bar.set_postfix(loss=f"{history['train_loss'][-1]:.3f}", val=f"{history['val_loss'][-1]:.3f}")
+            done_here += 1
+            last = step + 1 == train_config.steps
+            stopping = stop_after is not None and done_here >= stop_after
+            if (step + 1) % train_config.checkpoint_every == 0 or stopping:
+                if not last:
+                    _checkpoint(ckpt, key, model, opt, sched, gen, history, step + 1,
+                                elapsed + time.perf_counter() - t0, monitor, trainable_only=save == "trainable")
+            if stopping and not last:
+                bar.close()
+                return TrainResult(model, partial, {"history": history, "stopped_at": step + 1}, from_cache=False,
+                                   resumed_from=resumed_from)
+        bar.close()
+        elapsed += time.perf_counter() - t0
 
-    from tqdm import tqdm
+        per_block = block_losses(model, val_blocks) if val_per_block else None
+        val_loss = float(sum(per_block) / len(per_block)) if per_block else evaluate_loss(model, val_blocks, labels=val_labels)
+        n_params = sum(p.numel() for p in model.parameters())
+        n_trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        train_log = {
+            "name": name, "key": key, "history": history, "seconds": round(elapsed, 1),
+            "tokens_seen": train_config.steps * train_config.batch_size * train_blocks.shape[1],
+            "train_config": dataclasses.asdict(train_config), "params": n_params, "trained_params": n_trained,
+            "resumed_from": resumed_from,
+            "precision": "bf16 autocast" if use_bf16 else "fp32",
+            "final": {"val_loss": val_loss, "val_ppl": math.exp(val_loss), "val_blocks": len(val_blocks),
+                      "val_tokens": int(val_blocks.numel())} | ({"val_block_losses": per_block} if per_block else {}),
+            "extra": key_extra or {}, "monitor": monitor.summary() if monitor is not None else {},
+        }
+        with io.atomic_dir(final) as tmp:
+            if save == "trainable":
+                from safetensors.torch import save_file
 
-    bar = tqdm(range(start, train_config.steps), desc=f"train {name}", initial=start, total=train_config.steps,
-               disable=not progress, unit="step")
-    t0 = time.perf_counter()
-    done_here = 0
-    for step in bar:
-        idx = torch.randint(0, len(train_blocks), (train_config.batch_size,), generator=gen)
-        x = train_blocks[idx]
-        y = x
-        if train_labels is not None:
-            x, y = trim_to_labels(x, train_labels[idx])
-        if monitor is not None:
-            monitor.before_step(step, model)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=use_bf16):
-            out = model(input_ids=x, labels=y)
-        loss = out.loss.float()
-        loss.backward()
-        if monitor is not None:
-            monitor.on_grads(step, model)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), train_config.grad_clip)
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
-        history["step"].append(step + 1)
-        history["train_loss"].append(loss.item())
-        history["lr"].append(opt.param_groups[0]["lr"])
-        if on_step is not None:
-            on_step(step + 1, history["train_loss"][-1])
-        if (step + 1) % train_config.eval_every == 0 or step + 1 == train_config.steps:
-            history["eval_step"].append(step + 1)
-            history["val_loss"].append(evaluate_loss(model, eval_x, labels=eval_y))
-            bar.set_postfix(loss=f"{history['train_loss'][-1]:.3f}", val=f"{history['val_loss'][-1]:.3f}")
-        done_here += 1
-        last = step + 1 == train_config.steps
-        stopping = stop_after is not None and done_here >= stop_after
-        if (step + 1) % train_config.checkpoint_every == 0 or stopping:
-            if not last:
-                _checkpoint(ckpt, key, model, opt, sched, gen, history, step + 1,
-                            elapsed + time.perf_counter() - t0, monitor, trainable_only=save == "trainable")
-        if stopping and not last:
-            bar.close()
-            return TrainResult(model, partial, {"history": history, "stopped_at": step + 1}, from_cache=False,
-                               resumed_from=resumed_from)
-    bar.close()
-    elapsed += time.perf_counter() - t0
-
-    per_block = block_losses(model, val_blocks) if val_per_block else None
-    val_loss = float(sum(per_block) / len(per_block)) if per_block else evaluate_loss(model, val_blocks, labels=val_labels)
-    n_params = sum(p.numel() for p in model.parameters())
-    n_trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    train_log = {
-        "name": name, "key": key, "history": history, "seconds": round(elapsed, 1),
-        "tokens_seen": train_config.steps * train_config.batch_size * train_blocks.shape[1],
-        "train_config": dataclasses.asdict(train_config), "params": n_params, "trained_params": n_trained,
-        "resumed_from": resumed_from,
-        "precision": "bf16 autocast" if use_bf16 else "fp32",
-        "final": {"val_loss": val_loss, "val_ppl": math.exp(val_loss), "val_blocks": len(val_blocks),
-                  "val_tokens": int(val_blocks.numel())} | ({"val_block_losses": per_block} if per_block else {}),
-        "extra": key_extra or {}, "monitor": monitor.summary() if monitor is not None else {},
-    }
-    with io.atomic_dir(final) as tmp:
-        if save == "trainable":
-            from safetensors.torch import save_file
-
-            save_file(_model_state(model, trainable_only=True), str(tmp / TRAINABLE_FILE))
-        else:
-            model.save_pretrained(tmp)
-        io.write_json(tmp / "train_log.json", train_log)
-    io.discard(partial)  # the checkpoint this run wrote; nothing else that may lie there
-    return TrainResult(model, final, train_log, from_cache=False, resumed_from=resumed_from)
+                save_file(_model_state(model, trainable_only=True), str(tmp / TRAINABLE_FILE))
+            else:
+                model.save_pretrained(tmp)
+            io.write_json(tmp / "train_log.json", train_log)
+        io.discard(partial)  # the checkpoint this run wrote; nothing else that may lie there
+        return TrainResult(model, final, train_log, from_cache=False, resumed_from=resumed_from)
 
 
 #: the file of a ``save="trainable"`` result: the trained parameters only (safetensors)

@@ -145,6 +145,33 @@ def test_killed_process_resumes_rather_than_restarting(cache, tmp_path):
     assert not partial[0].exists(), "checkpoints of a finished run are cleaned up"
 
 
+def test_two_processes_needing_the_same_model_train_it_once(cache, tmp_path):
+    """As two points of a sweep on one cache: the first trains, the second waits for it, then loads it."""
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys, time, torch
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        from test_training import tiny_dense, V
+        from acl26 import training
+        g = torch.Generator().manual_seed(1)
+        tr = torch.randint(0, V, (200, 33), generator=g); va = torch.randint(0, V, (20, 33), generator=g)
+        slow = lambda step, loss: time.sleep(0.06)
+        cfg = training.TrainConfig(steps=60, batch_size=8, eval_every=30, eval_blocks=8, checkpoint_every=30)
+        res = training.train(tiny_dense(), cfg, tr, va, name="shared", data_fingerprint="f", progress=False, on_step=slow)
+        print("FROM_CACHE", res.from_cache, flush=True)
+    """))
+    env = {**os.environ, "ACL26_CACHE": str(cache)}
+    procs = [subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [e[-2000:] for _, e in outs]
+    cached = sorted(o.split("FROM_CACHE")[1].split()[0] for o, _ in outs)
+    assert cached == ["False", "True"], outs
+    waited = [e for o, e in outs if "FROM_CACHE True" in o][0]
+    assert "waiting: another process holds" in waited and "training 'shared'" in waited
+    assert len(list((cache / "models").glob("shared-*"))) == 1  # one model folder, no partial left
+
+
 @pytest.mark.parametrize("family", ["dense", "moe"])
 def test_each_family_loads_from_a_local_path(cache, tmp_path, family):
     cfg = tiny_dense() if family == "dense" else tiny_moe()

@@ -254,53 +254,55 @@ def distill(setup: Setup, cond: Condition, cfg: DistillConfig, *, name: str, pro
     key = _key(setup, cond, cfg)
     folder = paths.cache_dir() / "models" / f"mta-{name}-{key[:12]}"
     dev = next(setup.student.parameters()).device
-    if use_cache and (folder / "distill_log.json").is_file():
-        from acl26.errors import cache_entry_error
+    # one process at a time per condition (points of a sweep on a shared cache never distill it twice)
+    with io.file_lock(folder.parent / f".{folder.name}.lock", what=f"distilling {name!r}"):
+        if use_cache and (folder / "distill_log.json").is_file():
+            from acl26.errors import cache_entry_error
 
-        models.quiet_transformers()
-        log = io.read_cached_json(folder / "distill_log.json", "distilled student's log")
-        try:
-            model = AutoModelForCausalLM.from_pretrained(folder).to(dev)
-        except Exception as exc:  # noqa: BLE001 - safetensors / json / torch errors alike: a damaged entry
-            raise cache_entry_error(folder, exc, what="distilled student") from exc
+            models.quiet_transformers()
+            log = io.read_cached_json(folder / "distill_log.json", "distilled student's log")
+            try:
+                model = AutoModelForCausalLM.from_pretrained(folder).to(dev)
+            except Exception as exc:  # noqa: BLE001 - safetensors / json / torch errors alike: a damaged entry
+                raise cache_entry_error(folder, exc, what="distilled student") from exc
+            model.eval()
+            return Distilled(model, log, True, folder)
+        io.check_target(folder, kind="folder")  # before the distillation, not after it
+        with training.deterministic():
+            torch.manual_seed(cfg.seed)
+            model = freeze_embeddings(copy.deepcopy(setup.student))
+            model.train()
+            d_s = model.config.hidden_size
+            d_t = setup.cache.meta["hidden_size"]
+            projs = torch.nn.ModuleList([L.projection(d_s, d_t) for _ in setup.student_layers]).to(dev)
+            params = [p for p in model.parameters() if p.requires_grad] + (list(projs.parameters()) if cond.hid else [])
+            opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
+            tc = training.TrainConfig(steps=cfg.steps, lr=cfg.lr, warmup_frac=cfg.warmup_frac, min_lr_frac=cfg.min_lr_frac)
+            sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: training.lr_at(s, tc))
+            gen = torch.Generator().manual_seed(cfg.seed)
+            hist = {"step": [], "loss": [], "base": [], "dsa": [], "hid": [], "seconds": []}
+            t0 = time.perf_counter()
+            for step in tqdm(range(cfg.steps), desc=f"distill {name}", unit="step", disable=not progress):
+                ts = time.perf_counter()
+                idx = torch.randint(0, len(setup.items), (cfg.batch_size,), generator=gen).tolist()
+                terms = loss_terms(model, projs, setup.batch(idx), cond, setup)
+                terms["loss"].backward()
+                torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+                opt.step()
+                sched.step()
+                opt.zero_grad(set_to_none=True)
+                hist["step"].append(step + 1)
+                for k in ("loss", "base", "dsa", "hid"):
+                    hist[k].append(float(terms[k]) if k in terms else None)
+                hist["seconds"].append(time.perf_counter() - ts)
+            seconds = time.perf_counter() - t0
         model.eval()
-        return Distilled(model, log, True, folder)
-    io.check_target(folder, kind="folder")  # before the distillation, not after it
-    with training.deterministic():
-        torch.manual_seed(cfg.seed)
-        model = freeze_embeddings(copy.deepcopy(setup.student))
-        model.train()
-        d_s = model.config.hidden_size
-        d_t = setup.cache.meta["hidden_size"]
-        projs = torch.nn.ModuleList([L.projection(d_s, d_t) for _ in setup.student_layers]).to(dev)
-        params = [p for p in model.parameters() if p.requires_grad] + (list(projs.parameters()) if cond.hid else [])
-        opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
-        tc = training.TrainConfig(steps=cfg.steps, lr=cfg.lr, warmup_frac=cfg.warmup_frac, min_lr_frac=cfg.min_lr_frac)
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: training.lr_at(s, tc))
-        gen = torch.Generator().manual_seed(cfg.seed)
-        hist = {"step": [], "loss": [], "base": [], "dsa": [], "hid": [], "seconds": []}
-        t0 = time.perf_counter()
-        for step in tqdm(range(cfg.steps), desc=f"distill {name}", unit="step", disable=not progress):
-            ts = time.perf_counter()
-            idx = torch.randint(0, len(setup.items), (cfg.batch_size,), generator=gen).tolist()
-            terms = loss_terms(model, projs, setup.batch(idx), cond, setup)
-            terms["loss"].backward()
-            torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
-            hist["step"].append(step + 1)
-            for k in ("loss", "base", "dsa", "hid"):
-                hist[k].append(float(terms[k]) if k in terms else None)
-            hist["seconds"].append(time.perf_counter() - ts)
-        seconds = time.perf_counter() - t0
-    model.eval()
-    log = {"name": name, "key": key, "condition": asdict(cond), "config": asdict(cfg), "history": hist,
-           "seconds": round(seconds, 1), "start": setup.student_id}
-    with io.atomic_dir(folder) as tmp:
-        model.save_pretrained(tmp)
-        io.write_json(tmp / "distill_log.json", log)
-    return Distilled(model, log, False, folder)
+        log = {"name": name, "key": key, "condition": asdict(cond), "config": asdict(cfg), "history": hist,
+               "seconds": round(seconds, 1), "start": setup.student_id}
+        with io.atomic_dir(folder) as tmp:
+            model.save_pretrained(tmp)
+            io.write_json(tmp / "distill_log.json", log)
+        return Distilled(model, log, False, folder)
 
 
 def step_times(setup: Setup, conds: dict[str, Condition], *, batch_size: int, rounds: int, seed: int = 0,
