@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from acl26 import assets, bench, claims, execution, io, paths, registry
+from acl26 import assets, bench, claims, execution, io, paths, provenance, registry
 from acl26.runner import RunError
 
 PACKAGES = execution.PACKAGES
@@ -171,8 +171,10 @@ def _ours(c: dict) -> str:
 
 
 def generated_names() -> tuple[str, ...]:
-    """Every file :func:`generate` writes: the book's own pages and every chapter's fragments."""
-    return GENERATED + tuple(name for c in registry.CHAPTERS.values() for name in c.fragments)
+    """Every file :func:`generate` writes: the book's own pages, every chapter's "Run this yourself" box
+    (:func:`acl26.provenance.run_box`) and every chapter's fragments."""
+    return (GENERATED + tuple(provenance.box_name(c) for c in registry.CHAPTERS)
+            + tuple(name for c in registry.CHAPTERS.values() for name in c.fragments))
 
 
 def generate(executed: Path, generated: Path, profile: str = "book", *, overwrite: bool = False) -> list[Path]:
@@ -204,6 +206,8 @@ def generate(executed: Path, generated: Path, profile: str = "book", *, overwrit
     if planned:
         text += "\nChapters still to come (no placeholder pages): " + "; ".join(planned) + ".\n"
     pages["intro_status.md"] = (text)
+    for pid in registry.CHAPTERS:  # each chapter page's folded "Run this yourself" box
+        pages[provenance.box_name(pid)] = provenance.run_box(pid, executed, profile)
     for pid, chapter in registry.CHAPTERS.items():  # the chapters' own fragments of the pages
         for name, make in chapter.fragments.items():
             try:
@@ -379,6 +383,7 @@ def main(profile: str = "book", *, do_run: bool = True, do_bench: bool = True, d
     # the book's own outputs, checked now rather than after hours of notebooks: a file in the way
     # that acl26 did not write (or that was edited) stops the build here, in one line
     io.check_target(executed / "build.json", overwrite=replace)
+    io.check_target(executed / provenance.MANIFEST, overwrite=replace)
     for name in generated_names():
         io.check_target(root / "book" / "_generated" / name, overwrite=replace)
     io.check_target(root / "book" / "_static" / "mathjax", kind="folder", overwrite=replace)
@@ -401,6 +406,8 @@ def main(profile: str = "book", *, do_run: bool = True, do_bench: bool = True, d
                               statuses=build_state["benchmarks"]):
             print(f"[acl26] benchmark {file.stem}: {build_state['benchmarks'].get(file.stem)}", flush=True)
     io.write_json(executed / "build.json", build_state, overwrite=replace)
+    # the sha256 of every executed notebook, run record, results and benchmark file (acl26 verify)
+    provenance.write_manifest(executed, overwrite=replace)
     generate(executed, root / "book" / "_generated", profile, overwrite=replace)
     vendor_mathjax(root / "book" / "_static", overwrite=replace)
     if not do_build:

@@ -360,8 +360,12 @@ class Ledger:
     def missing(self) -> list[str]:
         return [cid for cid, e in self.entries.items() if not e.recorded]
 
-    def save(self, metrics: dict | None = None) -> Path:
-        """Write ``results/<paper>-<profile>.json`` atomically; every claim must be recorded."""
+    def save(self, metrics: dict | None = None, evidence: Any = None) -> Path:
+        """Write ``results/<paper>-<profile>.json`` atomically; every claim must be recorded.
+
+        ``evidence``: what ``record_claims`` decided the verdicts from (the study's results); the part
+        of it the chapter's ``record_claims`` reads (:func:`acl26.evidence.read_by`) is stored, so that
+        ``acl26 verify`` can decide the verdicts again (:mod:`acl26.evidence`)."""
         missing = self.missing()
         if missing:
             raise RuntimeError(f"{self.paper}: claims not recorded: {', '.join(missing)}")
@@ -381,6 +385,15 @@ class Ledger:
             "machine": {"python": platform.python_version(), "platform": platform.platform(),
                         "cpus": machine.cpu_count()},
         }
+        if evidence is not None:
+            from acl26 import evidence as codec
+            from acl26 import registry
+
+            if isinstance(evidence, dict) and self.paper in registry.CHAPTERS:
+                chapter = registry.get(self.paper)
+                scratch = Ledger(self.paper, self.profile, [e.claim for e in self.entries.values()], self.params)
+                evidence = codec.read_by(chapter.record_claims, scratch, evidence)
+            payload["evidence"] = codec.encode(evidence)
         return io.write_json(result_path(self.paper, self.profile), payload)
 
 

@@ -148,6 +148,28 @@ def _cmd_sweep(args) -> None:
                                f"{plan.folder / 'failed'}; the others went on; a re-run tries the failed ones again)")
 
 
+def _cmd_verify(args) -> None:
+    from acl26 import paths, provenance
+    from acl26.errors import RunError
+
+    executed = args.dir
+    if executed is None:
+        root = paths.repo_root()
+        if root is None:
+            raise RunError("name the executed book's folder (acl26 verify DIR), or run this from the checkout")
+        executed = root / paths.BOOK_EXECUTED
+    problems, checked = provenance.verify(executed)
+    for line in problems:  # like `sha256sum -c`: every problem on stdout, then one error line
+        print(f"FAILED: {line}")
+    if len(problems) == 1:
+        raise RunError(problems[0])
+    if problems:
+        raise RunError(f"{len(problems)} problems in {executed} (each above)")
+    listed = len(provenance.io.read_json(Path(executed) / provenance.MANIFEST)["files"])
+    print(f"{executed}: {listed} files match the manifest; {checked} verdicts decided again from the saved "
+          f"results, all as saved")
+
+
 def _cmd_sync(args) -> None:
     from acl26 import sync
 
@@ -243,6 +265,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hue", default=None, help="collect: a parameter drawn as one line per value")
     p.add_argument("--force", action="store_true", help="collect: replace tables and plots acl26 did not write")
     p.set_defaults(func=_cmd_sweep)
+
+    p = sub.add_parser("verify", help="check an executed book: re-hash its notebooks and results against the "
+                                      "manifest and decide every verdict again from the saved results")
+    p.add_argument("dir", nargs="?", type=Path, default=None, help="the executed book (default: book/executed)")
+    p.set_defaults(func=_cmd_verify)
 
     p = sub.add_parser("sync", help="write every notebook's parameters cell and book/_toc.yml from the registry")
     p.add_argument("--check", action="store_true", help="write nothing; fail if anything is stale")

@@ -5,7 +5,10 @@ executes ``notebooks/<paper>.ipynb`` with the resolved profile into a staging fo
 notebook's outputs (results JSON) directed there too (``ACL26_OUT``). Only when every cell
 succeeds are the executed notebook and its results moved into the output folder (by default the
 book's ``book/executed``). A failed run leaves the output folder untouched; the failed notebook
-is kept under ``$ACL26_CACHE/failed`` for inspection and its path is in the error.
+is kept under ``$ACL26_CACHE/failed`` for inspection and its path is in the error. The run record
+(``runs/<paper>.json``) holds what the page's "Run this yourself" box shows (:mod:`acl26.provenance`):
+the command with every resolved parameter, the cache key, the git commit, the machine, the time. In the
+executed notebook the parameters cell and papermill's injected one are folded away (tag ``hide-cell``).
 
 :func:`run_all` runs several chapters in the registry's order, support pages (the shared models)
 before the papers that build on them, whatever order they were asked for in, and skips a chapter
@@ -124,6 +127,7 @@ def run(paper_id: str, profile: str = "book", overrides: dict[str, Any] | None =
     wall = time.perf_counter() - started
     results = []
     try:
+        _fold_parameters(target)
         files = sorted((staging / "results").glob("*.json")) if (staging / "results").is_dir() else []
         for file in files:  # check every target before moving any
             io.check_target(out / "results" / file.name, overwrite=overwrite, inputs=(source,))
@@ -131,13 +135,37 @@ def run(paper_id: str, profile: str = "book", overrides: dict[str, Any] | None =
             results.append(io.move_file(file, out / "results" / file.name, overwrite=overwrite, inputs=(source,)))
         io.move_file(target, final, overwrite=overwrite, inputs=(source,))
         finished = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        from acl26 import provenance
+
         io.write_json(record, {
             "paper": paper_id, "profile": profile, "params": params, "wall_s": round(wall, 1),
             "finished": finished, "results": [p.name for p in results], "key": key,
+            "command": provenance.command(paper_id, profile, params), "git": provenance.git_state(root),
+            "machine": provenance.machine_facts(),
         }, overwrite=overwrite)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return RunResult(paper_id, profile, final, results, wall, params, "executed", key, finished)
+
+
+#: the tag that folds a cell away in the book (MyST-NB: input and output behind a toggle)
+FOLD = "hide-cell"
+
+
+def _fold_parameters(notebook: Path) -> None:
+    """Fold the parameters cell and papermill's injected cell away from the book's reader (the page's
+    "Run this yourself" box shows the resolved values instead)."""
+    import nbformat
+
+    nb = nbformat.read(notebook, as_version=4)
+    changed = False
+    for cell in nb.cells:
+        tags = cell.metadata.get("tags", [])
+        if ("parameters" in tags or "injected-parameters" in tags) and FOLD not in tags:
+            cell.metadata["tags"] = [*tags, FOLD]
+            changed = True
+    if changed:
+        nbformat.write(nb, notebook)
 
 
 def cached(paper_id: str, profile: str, out_dir: str | os.PathLike, key: str) -> RunResult | None:

@@ -3,6 +3,8 @@
 * Every chapter notebook's first code cell (tagged ``parameters``) is
   :meth:`acl26.params.ParamSpec.notebook_cell`: the parameter names with their help text (no
   profile values, so changing a profile changes no notebook).
+* The cell after each chapter notebook's title includes its folded "Run this yourself" box
+  (:func:`box_cell`; ``acl26 book`` writes the box from the run).
 * ``book/_toc.yml`` lists the support pages under "Foundations", the papers under "Chapters", and
   the book's own pages after them.
 
@@ -36,19 +38,35 @@ def toc_text() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _synced_notebook(path: Path, cell_text: str) -> str | None:
-    """The notebook's new JSON text if its parameters cell differs from ``cell_text``, else None."""
+def box_cell(chapter_id: str) -> str:
+    """The markdown cell after a chapter's title: its folded "Run this yourself" box, which ``acl26 book``
+    generates from the run (:func:`acl26.provenance.run_box`) into ``book/_generated``."""
+    from acl26 import provenance
+
+    return f"```{{include}} ../_generated/{provenance.box_name(chapter_id)}\n```"
+
+
+def _synced_notebook(path: Path, cell_text: str, box: str) -> str | None:
+    """The notebook's new JSON text if its parameters cell differs from ``cell_text`` or the cell after its
+    title is not ``box``, else None."""
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
     if not code or "parameters" not in code[0].metadata.get("tags", []):
         raise SyncError(f"{path}: the first code cell must be tagged 'parameters'")
-    cell = code[0]
-    if cell.source == cell_text:
-        return None
-    cell.source = cell_text
-    return nbformat.writes(nb) + "\n"
+    if not nb.cells or nb.cells[0].cell_type != "markdown":
+        raise SyncError(f"{path}: the first cell must be the chapter's title (markdown)")
+    cell, changed = code[0], False
+    if cell.source != cell_text:
+        cell.source, changed = cell_text, True
+    second = nb.cells[1] if len(nb.cells) > 1 else None
+    if second is None or second.cell_type != "markdown" or "../_generated/run-" not in second.source:
+        nb.cells.insert(1, nbformat.v4.new_markdown_cell(box))
+        changed = True
+    elif second.source != box:
+        second.source, changed = box, True
+    return nbformat.writes(nb) + "\n" if changed else None
 
 
 def sync(root: str | Path | None = None, *, check: bool = False) -> list[Path]:
@@ -61,7 +79,7 @@ def sync(root: str | Path | None = None, *, check: bool = False) -> list[Path]:
         path = root / chapter.notebook
         if not path.is_file():
             raise SyncError(f"{chapter.id}: notebook {chapter.notebook} is missing")
-        text = _synced_notebook(path, chapter.spec.notebook_cell())
+        text = _synced_notebook(path, chapter.spec.notebook_cell(), box_cell(chapter.id))
         if text is not None:
             stale.append((path, text))
     toc = root / "book" / "_toc.yml"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from acl26 import book
+from acl26 import book, cli, provenance
 
 pytestmark = [pytest.mark.notebook, pytest.mark.assets, pytest.mark.slow]
 
@@ -26,6 +26,7 @@ def built(smoke_book, tmp_path_factory):
     shutil.copy(ROOT / "_config.yml", root)
     shutil.copytree(ROOT / "book", root / "book", ignore=shutil.ignore_patterns("executed", "_generated", "_static"))
     shutil.copytree(out, root / "book" / "executed")
+    provenance.write_manifest(root / "book" / "executed")  # as acl26 book does before generating the pages
     book.generate(root / "book" / "executed", root / "book" / "_generated", profile="smoke")
     book.vendor_mathjax(root / "book" / "_static")
     book.build(root)  # -W -n --keep-going: any warning fails
@@ -40,6 +41,39 @@ def test_book_has_every_page_and_the_chapter_claims_table(built):
     assert "holds?" in chapter and "LoPT" in chapter
     ledger = (built / "book" / "claims.html").read_text()
     assert "exact match 1.0" in ledger
+
+
+def test_each_chapter_opens_with_a_folded_run_box_whose_downloads_match_their_sha256(built):
+    import hashlib
+
+    executed = built.parent.parent / "book" / "executed"
+    for pid in ("lopt", "models"):
+        html = (built / "book" / "executed" / f"{pid}.html").read_text()
+        text = re.sub(r"<[^>]+>", "", html)  # the command is highlighted token by token
+        assert "Run this yourself" in html and "dropdown" in html
+        assert f"acl26 run {pid} --profile smoke" in text and "cache key" in text and "git commit" in text
+        assert html.index("Run this yourself") < html.index("Parameters (papermill)")
+        for name in (f"{pid}.ipynb", f"{pid}-smoke.json"):
+            got = list((built / "_downloads").rglob(name))
+            assert len(got) == 1, name
+            digest = hashlib.sha256(got[0].read_bytes()).hexdigest()
+            assert digest in html, f"{name}: the page shows another sha256"
+        src = executed / f"{pid}.ipynb"
+        assert hashlib.sha256(src.read_bytes()).hexdigest() in html
+        # the parameters cell and papermill's injected one are folded away
+        assert html.count("tag_hide-cell") >= 2, pid
+
+
+def test_verify_passes_on_the_fresh_book_and_fails_on_a_tampered_copy(built, tmp_path, capsys):
+    executed = built.parent.parent / "book" / "executed"
+    assert cli.main(["verify", str(executed)]) == 0
+    assert "verdicts decided again from the saved results, all as saved" in capsys.readouterr().out
+    copy = tmp_path / "executed"
+    shutil.copytree(executed, copy)
+    result = copy / "results" / "lopt-smoke.json"
+    result.write_text(result.read_text().replace('"holds?": "yes"', '"holds?": "no"', 1))
+    assert cli.main(["verify", str(copy)]) == 2
+    assert "lopt-smoke.json: sha256 differs" in capsys.readouterr().err
 
 
 def test_pages_load_nothing_from_the_network(built):

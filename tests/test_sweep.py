@@ -103,6 +103,14 @@ def test_the_slurm_job_script_holds_the_jobs_resources_and_the_thread_count():
 # ---- real points of the LoPT chapter (smoke profile, about 15 s each)
 
 
+def real_points(test):
+    """Marks a test that runs real LoPT smoke points (notebooks, the fetched assets, seconds each)."""
+    return pytest.mark.slow(pytest.mark.notebook(pytest.mark.assets(test)))
+
+
+SMOKE = ("sweep", "lopt", "--profile", "smoke", "--grid", "seed=0,1")
+
+
 def _results(folder: Path) -> dict:
     """What a point decided: each claim's verdict and value, and the exactness table (timings left out)."""
     got = {}
@@ -118,13 +126,11 @@ def _results(folder: Path) -> dict:
 def local_sweep(tmp_path_factory):
     out = tmp_path_factory.mktemp("local")
     t0 = time.perf_counter()
-    code = _main("sweep", "lopt", "--profile", "smoke", "--grid", "seed=0,1", "--on", "local[2]", "--out", str(out), "-q")
+    code = _main(*SMOKE, "--on", "local[2]", "--out", str(out), "-q")
     return out, code, time.perf_counter() - t0
 
 
-@pytest.mark.slow
-@pytest.mark.notebook
-@pytest.mark.assets
+@real_points
 def test_local_sweep_runs_each_point_into_its_own_folder_and_collects_them(local_sweep, capsys):
     out, code, wall = local_sweep
     assert code == 0
@@ -145,24 +151,19 @@ def test_local_sweep_runs_each_point_into_its_own_folder_and_collects_them(local
     assert len(pd.read_parquet(out / "collected.parquet")) == 2
 
 
-@pytest.mark.slow
-@pytest.mark.notebook
-@pytest.mark.assets
+@real_points
 def test_a_rerun_skips_finished_points(local_sweep, capsys):
     out, code, _ = local_sweep
     assert code == 0
     stamps = {p: p.stat().st_mtime_ns for p in (out / "main" / "lopt").rglob("*.ipynb")}
     t0 = time.perf_counter()
-    assert _main("sweep", "lopt", "--profile", "smoke", "--grid", "seed=0,1", "--on", "local[2]", "--out", str(out),
-                 "-q") == 0
+    assert _main(*SMOKE, "--on", "local[2]", "--out", str(out), "-q") == 0
     assert time.perf_counter() - t0 < 15
     assert "0 run, 2 finished earlier, 0 failed" in capsys.readouterr().out
     assert stamps == {p: p.stat().st_mtime_ns for p in (out / "main" / "lopt").rglob("*.ipynb")}
 
 
-@pytest.mark.slow
-@pytest.mark.notebook
-@pytest.mark.assets
+@real_points
 def test_a_failed_point_is_kept_apart_and_the_others_go_on(tmp_path, monkeypatch, capsys):
     """seed=1's process fails (as a crash in the notebook would); seed=0 still finishes. The re-run, with
     the cause gone, runs only the failed point and removes its failure record."""
@@ -174,8 +175,7 @@ def test_a_failed_point_is_kept_apart_and_the_others_go_on(tmp_path, monkeypatch
                        "cli.entry()\n")
     monkeypatch.setattr(sweep, "_acl26", lambda: [sys.executable, str(wrapper)])
     out = tmp_path / "sw"
-    args = ("sweep", "lopt", "--profile", "smoke", "--grid", "seed=0,1", "-p", "trials=2", "--on", "local[2]",
-            "--out", str(out), "-q")
+    args = (*SMOKE, "-p", "trials=2", "--on", "local[2]", "--out", str(out), "-q")
     assert _main(*args) == 2
     cap = capsys.readouterr()
     assert "1 of 2 points failed" in cap.err and cap.err.count("\n") == 1
@@ -194,9 +194,7 @@ def test_a_failed_point_is_kept_apart_and_the_others_go_on(tmp_path, monkeypatch
     assert not failed[0].exists()
 
 
-@pytest.mark.slow
-@pytest.mark.notebook
-@pytest.mark.assets
+@real_points
 def test_a_dask_local_cluster_gives_the_same_results_as_local_2(local_sweep, tmp_path):
     distributed = pytest.importorskip("distributed", reason="the [cluster] extra (Dask distributed) is not installed")
     out_local, code, _ = local_sweep
@@ -204,8 +202,7 @@ def test_a_dask_local_cluster_gives_the_same_results_as_local_2(local_sweep, tmp
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         host_port = cluster.scheduler_address.removeprefix("tcp://")
         out = tmp_path / "dask"
-        assert _main("sweep", "lopt", "--profile", "smoke", "--grid", "seed=0,1", "--on", f"dask://{host_port}",
-                     "--out", str(out), "-q") == 0
+        assert _main(*SMOKE, "--on", f"dask://{host_port}", "--out", str(out), "-q") == 0
     assert _results(out) == _results(out_local)
     assert len(_results(out)) == 2
     # each of the 2 single-threaded workers on this host ran its point on its share of the cores

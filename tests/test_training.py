@@ -112,8 +112,10 @@ def test_interrupted_run_resumes_to_the_same_weights(cache, blocks):
     assert rest.log["history"]["train_loss"] == full.log["history"]["train_loss"]
 
 
-def test_killed_process_resumes_rather_than_restarting(cache, tmp_path):
-    """SIGKILL a training process after its first checkpoints; the rerun picks up from the last one."""
+def _training_script(tmp_path, *, name, steps, sleep, eval_every, checkpoint_every, show):
+    """A script that trains the tiny dense LM (each step slowed by ``sleep`` s) and prints ``show``: a label
+    and an expression of the result ``res``."""
+    label, expr = show.split()
     script = tmp_path / "run.py"
     script.write_text(textwrap.dedent(f"""
         import sys, time, torch
@@ -122,11 +124,19 @@ def test_killed_process_resumes_rather_than_restarting(cache, tmp_path):
         from acl26 import training
         g = torch.Generator().manual_seed(1)
         tr = torch.randint(0, V, (200, 33), generator=g); va = torch.randint(0, V, (20, 33), generator=g)
-        slow = lambda step, loss: time.sleep(0.05)
-        cfg = training.TrainConfig(steps=400, batch_size=8, eval_every=50, eval_blocks=8, checkpoint_every=10)
-        res = training.train(tiny_dense(), cfg, tr, va, name="k", data_fingerprint="f", progress=False, on_step=slow)
-        print("RESUMED_FROM", res.resumed_from, flush=True)
+        slow = lambda step, loss: time.sleep({sleep})
+        cfg = training.TrainConfig(steps={steps}, batch_size=8, eval_every={eval_every}, eval_blocks=8,
+                                   checkpoint_every={checkpoint_every})
+        res = training.train(tiny_dense(), cfg, tr, va, name={name!r}, data_fingerprint="f", progress=False, on_step=slow)
+        print({label!r}, {expr}, flush=True)
     """))
+    return script
+
+
+def test_killed_process_resumes_rather_than_restarting(cache, tmp_path):
+    """SIGKILL a training process after its first checkpoints; the rerun picks up from the last one."""
+    script = _training_script(tmp_path, name="k", steps=400, sleep=0.05, eval_every=50, checkpoint_every=10,
+                              show="RESUMED_FROM res.resumed_from")
     env = {**os.environ, "ACL26_CACHE": str(cache)}
     proc = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, text=True)
     partial = list((cache / "models").glob("k-*.partial")) if (cache / "models").exists() else []
@@ -147,19 +157,8 @@ def test_killed_process_resumes_rather_than_restarting(cache, tmp_path):
 
 def test_two_processes_needing_the_same_model_train_it_once(cache, tmp_path):
     """As two points of a sweep on one cache: the first trains, the second waits for it, then loads it."""
-    script = tmp_path / "run.py"
-    script.write_text(textwrap.dedent(f"""
-        import sys, time, torch
-        sys.path.insert(0, {os.path.dirname(__file__)!r})
-        from test_training import tiny_dense, V
-        from acl26 import training
-        g = torch.Generator().manual_seed(1)
-        tr = torch.randint(0, V, (200, 33), generator=g); va = torch.randint(0, V, (20, 33), generator=g)
-        slow = lambda step, loss: time.sleep(0.06)
-        cfg = training.TrainConfig(steps=60, batch_size=8, eval_every=30, eval_blocks=8, checkpoint_every=30)
-        res = training.train(tiny_dense(), cfg, tr, va, name="shared", data_fingerprint="f", progress=False, on_step=slow)
-        print("FROM_CACHE", res.from_cache, flush=True)
-    """))
+    script = _training_script(tmp_path, name="shared", steps=60, sleep=0.06, eval_every=30, checkpoint_every=30,
+                              show="FROM_CACHE res.from_cache")
     env = {**os.environ, "ACL26_CACHE": str(cache)}
     procs = [subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for _ in range(2)]
