@@ -73,7 +73,9 @@ def test_verify_passes_on_the_fresh_book_and_fails_on_a_tampered_copy(built, tmp
     result = copy / "results" / "lopt-smoke.json"
     result.write_text(result.read_text().replace('"holds?": "yes"', '"holds?": "no"', 1))
     assert cli.main(["verify", str(copy)]) == 2
-    assert "lopt-smoke.json: sha256 differs" in capsys.readouterr().err
+    cap = capsys.readouterr()  # the file's hash, and the verdict that no longer follows from its evidence
+    assert "lopt-smoke.json: sha256 differs" in cap.out and "decided again from the evidence 'yes'" in cap.out
+    assert "2 problems in" in cap.err
 
 
 def test_pages_load_nothing_from_the_network(built):
