@@ -156,9 +156,7 @@ def test_a_rerun_skips_finished_points(local_sweep, capsys):
     out, code, _ = local_sweep
     assert code == 0
     stamps = {p: p.stat().st_mtime_ns for p in (out / "main" / "lopt").rglob("*.ipynb")}
-    t0 = time.perf_counter()
     assert _main(*SMOKE, "--on", "local[2]", "--out", str(out), "-q") == 0
-    assert time.perf_counter() - t0 < 15
     assert "0 run, 2 finished earlier, 0 failed" in capsys.readouterr().out
     assert stamps == {p: p.stat().st_mtime_ns for p in (out / "main" / "lopt").rglob("*.ipynb")}
 
