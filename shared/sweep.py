@@ -28,7 +28,7 @@ that need the same model, anywhere on a shared cache, never train it twice.
 
 Each point's process gets its share of the cores as its torch, numba and BLAS thread counts
 (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``NUMBA_NUM_THREADS``):
-``local[N]``: this machine's cores over N; on Dask: ``$ACL26_THREADS`` where set (the SLURM job
+``local[N]``: this machine's cores over N (all of them for the first point, which runs alone); on Dask: ``$ACL26_THREADS`` where set (the SLURM job
 script sets it to the job's cores), else the worker's host cores over the task slots of every worker
 on that host.
 
@@ -358,8 +358,9 @@ class _Local:
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="acl26-sweep")
         self.threads = max(1, machine.cpu_count() // workers)
 
-    def submit(self, commands, cwd, log, name):
-        return self.pool.submit(execute, commands, cwd, log, self.threads)
+    def submit(self, commands, cwd, log, name, alone=False):
+        """``alone``: the task runs with nothing beside it (the first point), on every core."""
+        return self.pool.submit(execute, commands, cwd, log, machine.cpu_count() if alone else self.threads)
 
     @staticmethod
     def as_completed(futures):
@@ -375,7 +376,7 @@ class _Dask:
     def __init__(self, client, gpus: int = 0, owned=()):
         self.client, self.gpus, self.owned = client, gpus, owned
 
-    def submit(self, commands, cwd, log, name):
+    def submit(self, commands, cwd, log, name, alone=False):  # a worker's share is its share, alone or not
         return self.client.submit(execute, commands, cwd, log, None, key=f"acl26-{name}-{time.time_ns()}",
                                   pure=False, resources={"GPU": self.gpus} if self.gpus else None)
 
@@ -486,7 +487,7 @@ def run(sweep: Sweep, on: str = "local[1]", *, gpus: int = 0, slurm: dict | None
         # one task first: the chapter's one-time build and the models its first point trains
         first = todo[0]
         cmds = commands(first, True)
-        gather({executor.submit(cmds, cwd, str(sweep.log(first)), first.short): (first, cmds)})
+        gather({executor.submit(cmds, cwd, str(sweep.log(first)), first.short, alone=True): (first, cmds)})
         futures = {}
         for p in todo[1:]:
             cmds = commands(p, False)

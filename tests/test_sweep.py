@@ -139,6 +139,12 @@ def test_local_sweep_runs_each_point_into_its_own_folder_and_collects_them(local
     for f in folders:
         run = io.read_json(f / "runs" / "lopt.json")
         assert run["key"].startswith(f.name) and (f / "lopt.ipynb").is_file()
+    # the first point ran alone, on every core; the next one beside it would have, on half of them
+    from acl26 import machine
+
+    threads = sorted(int(log.read_text().split("# threads ")[1].split(",")[0])
+                     for log in (out / "main" / "lopt" / "logs").glob("*.log"))
+    assert threads == sorted([machine.cpu_count(), max(1, machine.cpu_count() // 2)])
     assert _main("sweep", "collect", str(out), "--metric", "value.paper_rule_any", "--by", "seed") == 0
     import pandas as pd
 
