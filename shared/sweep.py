@@ -595,6 +595,20 @@ def collect(folder: str | os.PathLike, *, metric: str | None = None, by: str | N
     return written
 
 
+def _statement(df, metric: str) -> str:
+    """For ``value.<claim>`` (the claim's measured value), the claim's statement on a second line."""
+    import textwrap
+
+    if not metric.startswith("value.") or df.empty:
+        return ""
+    try:
+        chapter = registry.get(str(df["paper"].iloc[0]))
+        claim = next(c for c in chapter.claims if c.id == metric[len("value."):])
+    except (KeyError, StopIteration):
+        return ""
+    return "\n" + textwrap.shorten(claim.statement, 70)
+
+
 def plot(df, metric: str, by: str, hue: str | None, folder: Path, *, overwrite: bool = False) -> Path:
     """A seaborn plot of ``metric`` against ``by`` over the finished points (mean and 95% CI where several
     points share a value), one line per ``hue`` value."""
@@ -616,9 +630,13 @@ def plot(df, metric: str, by: str, hue: str | None, folder: Path, *, overwrite: 
     data = ok.assign(**{metric: y})
     fig, ax = plt.subplots(figsize=(6, 4))
     sns.lineplot(data=data, x=by, y=metric, hue=hue, marker="o", errorbar=("ci", 95), ax=ax)
+    if pd.api.types.is_integer_dtype(data[by]):
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # seeds, steps, counts: no 0.2 ticks
     ax.set_xlabel(by)
     ax.set_ylabel(metric)
-    ax.set_title(f"{metric} against {by} ({int(y.notna().sum())} points)")
+    ax.set_title(f"{metric} against {by} ({int(y.notna().sum())} points)" + _statement(ok, metric))
     fig.tight_layout()
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{metric}-by-{by}")
     path = folder / f"{safe}.png"
