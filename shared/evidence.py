@@ -38,7 +38,15 @@ class Omitted:
         raise EvidenceError(f"the verdicts read {where} (a {type_name}), which the results file could not keep")
 
     def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):  # protocol probes (copy, numpy, hasattr): not a read
+            raise AttributeError(name)
         self._fail()
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
 
     __getitem__ = __iter__ = __len__ = __call__ = __float__ = __int__ = __bool__ = __contains__ = _fail
     __lt__ = __le__ = __gt__ = __ge__ = __add__ = __sub__ = __mul__ = __truediv__ = _fail
@@ -83,10 +91,21 @@ def encode(obj: Any, where: str = "res") -> Any:
         return obj
     if type(obj) is float:
         return _float(obj)
+    if isinstance(obj, (np.ndarray, np.generic)) and (obj.dtype.kind in "fc" and obj.dtype.itemsize > 16 // (
+            1 if obj.dtype.kind == "c" else 2)):
+        return {TAG: "omitted", "type": f"numpy.{obj.dtype.name}", "where": where}  # long double: no JSON number
     if isinstance(obj, np.generic):
+        if obj.dtype.kind in "mMc":
+            return {TAG: "npscalar", "dtype": obj.dtype.str, "array": encode(np.asarray(obj).reshape(1), where)}
         return {TAG: "npscalar", "dtype": obj.dtype.str, "value": encode(obj.item(), where)}
     if isinstance(obj, np.ndarray):
-        if obj.dtype.kind not in "biufc":
+        if obj.dtype.kind in "mM":  # datetimes and durations: their int64 counts, in the dtype's unit
+            return {TAG: "ndarray", "dtype": obj.dtype.str, "shape": list(obj.shape),
+                    "items": obj.view(np.int64).ravel().tolist()}
+        if obj.dtype.kind == "c":
+            return {TAG: "ndarray", "dtype": obj.dtype.str, "shape": list(obj.shape),
+                    "items": [[_float(float(z.real)), _float(float(z.imag))] for z in obj.ravel().tolist()]}
+        if obj.dtype.kind not in "biuf":
             return {TAG: "ndarray", "dtype": "object", "shape": list(obj.shape),
                     "items": [encode(x, f"{where}[{i}]") for i, x in enumerate(obj.ravel().tolist())]}
         return {TAG: "ndarray", "dtype": obj.dtype.str, "shape": list(obj.shape),
@@ -103,7 +122,8 @@ def encode(obj: Any, where: str = "res") -> Any:
     if isinstance(obj, tuple):
         return {TAG: "tuple", "items": [encode(v, f"{where}[{i}]") for i, v in enumerate(obj)]}
     if isinstance(obj, (set, frozenset)):
-        return {TAG: "set", "items": [encode(v, where) for v in sorted(obj, key=repr)]}
+        return {TAG: "frozenset" if isinstance(obj, frozenset) else "set",
+                "items": [encode(v, where) for v in sorted(obj, key=repr)]}
     if isinstance(obj, int):  # an int subclass (IntEnum): its value
         return int(obj)
     if isinstance(obj, float):
@@ -161,20 +181,30 @@ def decode(data: Any) -> Any:
         if kind == "float":
             return float(data["value"])
         if kind == "npscalar":
+            if "array" in data:
+                return decode(data["array"])[0]
             return np.dtype(data["dtype"]).type(decode(data["value"]))
         if kind == "ndarray":
             items = [decode(x) for x in data["items"]]
-            if data["dtype"] == "object":
+            dtype = np.dtype(data["dtype"]) if data["dtype"] != "object" else None
+            if dtype is None:
                 arr = np.empty(len(items), dtype=object)
-                arr[:] = items
+                for i, v in enumerate(items):  # one by one: numpy would probe a sequence-like item
+                    arr[i] = v
                 return arr.reshape(data["shape"])
-            return np.array(items, dtype=np.dtype(data["dtype"])).reshape(data["shape"])
+            if dtype.kind in "mM":
+                return np.array(items, dtype=np.int64).view(dtype).reshape(data["shape"])
+            if dtype.kind == "c":
+                return np.array([complex(re, im) for re, im in items], dtype=dtype).reshape(data["shape"])
+            return np.array(items, dtype=dtype).reshape(data["shape"])
         if kind == "dict":
             return {_hashable(decode(k)): decode(v) for k, v in data["items"]}
         if kind == "tuple":
             return tuple(decode(v) for v in data["items"])
         if kind == "set":
             return {_hashable(decode(v)) for v in data["items"]}
+        if kind == "frozenset":
+            return frozenset(_hashable(decode(v)) for v in data["items"])
         if kind == "path":
             from pathlib import Path
 
@@ -254,6 +284,32 @@ class _Tracked(dict):
         self._all()
         return dict(super().items())
 
+    def pop(self, key, *default):
+        self.read.add(key)
+        return super().pop(key, *default)
+
+    def setdefault(self, key, default=None):
+        self.read.add(key)
+        return super().setdefault(key, default)
+
+    def popitem(self):
+        self._all()
+        return super().popitem()
+
+    def __len__(self):  # how many keys there are depends on every key
+        self._all()
+        return super().__len__()
+
+    def __eq__(self, other):
+        self._all()
+        return super().__eq__(other)
+
+    __hash__ = None
+
+    def __reversed__(self):
+        self._all()
+        return super().__reversed__()
+
     def __reduce_ex__(self, protocol):  # copy.deepcopy / pickle read every value
         self._all()
         return dict, (dict(super().items()),)
@@ -269,4 +325,8 @@ def read_by(record_claims, ledger, results: dict) -> dict:
 
 
 def _hashable(v):
-    return tuple(_hashable(x) for x in v) if isinstance(v, list) else v
+    if isinstance(v, list):
+        return tuple(_hashable(x) for x in v)
+    if isinstance(v, set):
+        return frozenset(v)
+    return v

@@ -231,7 +231,8 @@ def file_lock(path: str | os.PathLike, *, what: str = "") -> Iterator[None]:
     block: ``fcntl.flock``, which every process on this machine, and on most shared file systems, sees.
     A process that finds the lock taken says so on stderr (``what`` it waits for) and waits. Released
     when the block ends, and by the OS if the process dies. Where the platform has no ``fcntl``
-    (Windows), the block runs without a lock."""
+    (Windows), or the file system takes no locks (it says so on stderr), the block runs without one.
+    Not re-entrant: a process that takes the same lock twice waits for itself."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX
@@ -248,6 +249,14 @@ def file_lock(path: str | os.PathLike, *, what: str = "") -> Iterator[None]:
         except BlockingIOError:
             print(f"[acl26] waiting: another process holds {path} ({what or 'a lock'})", file=sys.stderr, flush=True)
             fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as exc:
+            import errno
+
+            if exc.errno not in (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            # a file system without flock (Lustre mounted without -o flock): said, then no lock
+            print(f"[acl26] WARNING: {path}: this file system takes no locks ({exc.strerror}); {what or 'the block'} "
+                  f"runs unlocked, so two processes may both do it", file=sys.stderr, flush=True)
         yield
     finally:
         os.close(fd)

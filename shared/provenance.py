@@ -98,9 +98,10 @@ def write_manifest(executed: str | Path, *, overwrite: bool = False) -> Path:
     return io.write_json(Path(executed) / MANIFEST, manifest(executed), overwrite=overwrite)
 
 
-def rederive(result: dict) -> dict[str, tuple[str, str]]:
-    """``{claim id: (saved verdict, verdict decided again)}`` for one results file's claims, from its
-    evidence with the current ``record_claims`` (raises :class:`acl26.evidence.EvidenceError`)."""
+def rederive(result: dict) -> dict[str, tuple[tuple[str, str], tuple[str, str]]]:
+    """``{claim id: ((saved verdict, saved value), (verdict, value) decided again)}`` for one results file's
+    claims, from its evidence with the current ``record_claims`` (values as JSON text; raises
+    :class:`acl26.evidence.EvidenceError` where the evidence cannot be read)."""
     from acl26 import evidence
 
     if "evidence" not in result:
@@ -108,9 +109,17 @@ def rederive(result: dict) -> dict[str, tuple[str, str]]:
     chapter = registry.get(result["paper"])
     ledger = claims.Ledger(chapter.id, result["profile"], list(chapter.claims), result.get("params"))
     chapter.record_claims(ledger, evidence.decode(result["evidence"]))
-    again = {cid: e.holds for cid, e in ledger.entries.items()}
-    saved = {c["id"]: c["holds?"] for c in result["claims"]}
-    return {cid: (saved.get(cid, "absent"), again.get(cid, "absent")) for cid in dict.fromkeys([*saved, *again])}
+    again = {cid: (e.holds, _json(e.ours)) for cid, e in ledger.entries.items()}
+    saved = {c["id"]: (c["holds?"], _json(c.get("value"))) for c in result["claims"]}
+    absent = ("absent", "null")
+    return {cid: (saved.get(cid, absent), again.get(cid, absent)) for cid in dict.fromkeys([*saved, *again])}
+
+
+def _json(value) -> str:
+    """``value`` as the results file writes it (so a value read back compares equal to one computed)."""
+    import json
+
+    return json.dumps(json.loads(json.dumps(value, default=io._json_default)), sort_keys=True)
 
 
 def verify(executed: str | Path) -> tuple[list[str], int]:
@@ -140,18 +149,26 @@ def verify(executed: str | Path) -> tuple[list[str], int]:
     for path in sorted(executed.glob("results/*.json")):
         try:
             result = io.read_json(path)
+        except (OSError, ValueError) as exc:
+            problems.append(f"{path}: not a usable results file ({type(exc).__name__}: {exc})")
+            continue
+        try:
             pairs = rederive(result)
         except evidence.EvidenceError as exc:
             problems.append(f"{path}: verdicts cannot be decided again: {exc}")
             continue
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            problems.append(f"{path}: not a usable results file ({type(exc).__name__}: {exc})")
+        except Exception as exc:  # noqa: BLE001 - whatever record_claims raises on this file: a problem of the file
+            problems.append(f"{path}: the current record_claims fails on its evidence ({type(exc).__name__}: "
+                            f"{' '.join(str(exc).split())[:200]})")
             continue
-        for cid, (saved, again) in pairs.items():
+        for cid, ((verdict, value), (verdict2, value2)) in pairs.items():
             checked += 1
-            if saved != again:
-                problems.append(f"{path}: claim {cid!r}: saved verdict {saved!r}, decided again from the evidence "
-                                f"{again!r}")
+            if verdict != verdict2:
+                problems.append(f"{path}: claim {cid!r}: saved verdict {verdict!r}, decided again from the evidence "
+                                f"{verdict2!r}")
+            elif value != value2:
+                problems.append(f"{path}: claim {cid!r}: saved value {value[:80]}, decided again from the evidence "
+                                f"{value2[:80]}")
     return problems, checked
 
 
@@ -177,7 +194,8 @@ def run_box(paper: str, executed: str | Path, profile: str = "book") -> str:
     mach = run.get("machine") or {}
     rows = [("cache key", f"`{run.get('key', '')}`" if run.get("key") else "—"),
             ("git commit", (f"`{git['commit']}`, " + ("with uncommitted changes (dirty tree)" if git["dirty"]
-                                                     else "clean tree")) if git else "not run from a git checkout"),
+                                                     else "clean tree")) if git
+             else "not run from a git checkout" if "git" in run else "not recorded (run before acl26 kept it)"),
             ("machine", (f"{mach.get('cpu', 'unknown CPU')}, {mach.get('cores', '?')} cores, bf16 "
                          f"{'native' if mach.get('bf16_native') else 'not native'}") if mach else "not recorded"),
             ("finished (UTC)", f"{run.get('finished', '—')}, after {run.get('wall_s', 0):.0f} s")]

@@ -97,6 +97,24 @@ def parse_grid(items: Iterable[str] | None) -> list[dict[str, Any]]:
     return [dict(zip([n for n, _ in axes], combo)) for combo in itertools.product(*[v for _, v in axes])]
 
 
+def _loader():
+    """PyYAML's safe loader, reading ``1e-3`` and ``1E5`` as floats (YAML 1.2), as ``--grid`` does."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+                    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+                    |\.[0-9_]+(?:[eE][-+][0-9]+)?
+                    |[-+]?\.(?:inf|Inf|INF)
+                    |\.(?:nan|NaN|NAN))$""", re.X),
+        list("-+0123456789."))
+    return Loader
+
+
 def read_points(path: str | os.PathLike) -> list[dict[str, Any]]:
     """The points of a YAML file: a list of mappings (each a whole or partial parameter set), or a
     mapping whose ``points`` is that list."""
@@ -104,9 +122,11 @@ def read_points(path: str | os.PathLike) -> list[dict[str, Any]]:
 
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_loader())
     except OSError as exc:
         raise SweepError(f"--points {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise SweepError(f"--points {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     except yaml.YAMLError as exc:
         raise SweepError(f"--points {path}: not YAML ({' '.join(str(exc).split())})") from exc
     if isinstance(data, dict) and set(data) == {"points"}:
@@ -147,6 +167,9 @@ class Sweep:
     out: Path
     points: list[Point]
     root: Path
+    #: the folder the points were validated in: each point's ``acl26 run`` runs there, so a relative path
+    #: given as a parameter names the same folder (on Dask and SLURM workers too: a shared file system)
+    cwd: Path = field(default_factory=Path.cwd)
 
     @property
     def folder(self) -> Path:
@@ -156,7 +179,7 @@ class Sweep:
         return self.folder / "failed" / f"{point.short}.json"
 
     def log(self, point: Point) -> Path:
-        return self.folder / "logs" / f"{point.short}.log"
+        return (self.folder / "logs" / f"{point.short}.log").resolve()
 
     def status(self, point: Point) -> str:
         """``done`` (a finished run with this key), ``failed`` (the last try failed) or ``to run``."""
@@ -205,7 +228,7 @@ def plan(paper: str, profile: str = "book", *, grid: Iterable[str] | None = None
         key = execution.notebook_key(chapter, resolved, root)
         if key not in seen:
             seen[key] = Point(overrides, resolved, key, out / name / chapter.id / key[:KEY_DIGITS])
-    return Sweep(chapter.id, profile, name, out, list(seen.values()), root)
+    return Sweep(chapter.id, profile, name, out, list(seen.values()), root, Path.cwd())
 
 
 # ---- executors
@@ -258,6 +281,22 @@ def _dask_threads() -> int:
     return max(1, machine.cpu_count() // max(1, slots))
 
 
+#: the point processes this process runs now (``local[N]``): an interrupted sweep stops them
+_LIVE: set = set()
+_LIVE_LOCK = __import__("threading").Lock()
+
+
+def stop_points() -> int:
+    """Send SIGTERM to every point process this process runs (each unwinds like Ctrl-C, leaving nothing
+    half-written); returns how many."""
+    with _LIVE_LOCK:
+        live = [p for p in _LIVE if p.poll() is None]
+    for proc in live:
+        with contextlib.suppress(OSError):
+            proc.terminate()
+    return len(live)
+
+
 def execute(commands: list[list[str]], cwd: str, log: str, threads: int | None = None) -> dict:
     """Run ``commands`` in turn (the task of one point, in whatever process the executor gives it); every
     command but the last may fail (a chapter's ``prepare`` that cannot be done here: the point then reports
@@ -273,10 +312,17 @@ def execute(commands: list[list[str]], cwd: str, log: str, threads: int | None =
         for i, cmd in enumerate(commands):
             fh.write(f"$ {shlex.join(cmd)}   # threads {threads}, on {os.uname().nodename}\n")
             fh.flush()
-            proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=fh, stderr=subprocess.PIPE, text=True, check=False)
-            fh.write(proc.stderr)
+            proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=fh, stderr=subprocess.PIPE, text=True)
+            with _LIVE_LOCK:
+                _LIVE.add(proc)
+            try:
+                _, err = proc.communicate()
+            finally:
+                with _LIVE_LOCK:
+                    _LIVE.discard(proc)
+            fh.write(err)
             fh.flush()
-            lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+            lines = [ln for ln in err.splitlines() if ln.strip()]
             errors = [ln for ln in lines if ln.startswith("acl26: ")]
             last = (errors or lines or [f"exit status {proc.returncode}"])[-1]
             rc = proc.returncode
@@ -420,7 +466,7 @@ def executor_for(ex: Executor, *, gpus: int = 0, slurm: dict | None = None):
 
 
 def _record_failure(sweep: Sweep, point: Point, outcome: dict, command: list[str]) -> None:
-    io.write_json(sweep.failed_record(point), {
+    io.write_json(sweep.failed_record(point), overwrite=True, obj={  # ours by construction: the last try's error
         "paper": sweep.paper, "profile": sweep.profile, "key": point.key, "overrides": point.overrides,
         "params": point.params, "error": outcome.get("error", ""), "wall_s": outcome.get("wall_s"),
         "host": outcome.get("host", ""), "command": shlex.join(command), "log": str(sweep.log(point)),
@@ -452,7 +498,7 @@ def run(sweep: Sweep, on: str = "local[1]", *, gpus: int = 0, slurm: dict | None
     chapter = registry.get(sweep.paper)
     own = executor is None
     executor = executor if executor is not None else executor_for(ex, gpus=gpus, slurm=slurm)
-    cwd = str(sweep.root)
+    cwd = str(sweep.cwd)
     bar = tqdm(total=len(todo), desc=f"sweep {sweep.name}/{sweep.paper}", unit="point", disable=not progress)
 
     def commands(point, first):
@@ -493,6 +539,9 @@ def run(sweep: Sweep, on: str = "local[1]", *, gpus: int = 0, slurm: dict | None
             cmds = commands(p, False)
             futures[executor.submit(cmds, cwd, str(sweep.log(p)), p.short)] = (p, cmds)
         gather(futures)
+    except BaseException:  # Ctrl-C, a SIGTERM to this process only: the points it started stop too
+        stop_points()
+        raise
     finally:
         bar.close()
         if own:
@@ -565,7 +614,9 @@ def collect_rows(folder: str | os.PathLike) -> list[dict]:
             raise SweepError(f"sweep collect: {record} cannot be read ({exc})") from exc
         row.update({k: _cell(v) for k, v in f.get("params", {}).items() if k != "profile"})
         rows.append(row)
-    return rows
+    finished = {(r["paper"], r["profile"], r["key"]) for r in rows if r["status"] == "ok"}
+    # a failure record whose point has since finished (its record could not be removed): the run counts
+    return [r for r in rows if r["status"] == "ok" or (r["paper"], r["profile"], r["key"]) not in finished]
 
 
 def collect(folder: str | os.PathLike, *, metric: str | None = None, by: str | None = None, hue: str | None = None,

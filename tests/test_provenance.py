@@ -145,3 +145,27 @@ def test_verify_reports_missing_added_and_evidence_free_files(executed, capsys):
 def test_the_run_box_before_any_run_says_how_to_run_it(tmp_path):
     text = provenance.run_box("lopt", tmp_path)
     assert text.startswith(":::{admonition} Run this yourself") and "`acl26 run lopt`" in text
+
+
+def test_verify_names_a_value_its_evidence_does_not_give_and_a_record_claims_that_fails(executed, capsys):
+    def change_value(d):
+        next(c for c in d["claims"] if c["id"] == "bits")["value"] = 1.3
+    _tamper(executed / "results" / "sherry-book.json", change_value)
+    provenance.write_manifest(executed, overwrite=True)
+    assert cli.main(["verify", str(executed)]) == 2
+    assert "claim 'bits': saved value 1.3, decided again from the evidence 1.25" in capsys.readouterr().err
+    _tamper(executed / "results" / "sherry-book.json", lambda d: d["evidence"].update(qat_seeds=1))
+    provenance.write_manifest(executed, overwrite=True)
+    assert cli.main(["verify", str(executed)]) == 2  # a problem named, not a crash
+    err = capsys.readouterr().err
+    assert "sherry-book.json: the current record_claims fails on its evidence" in err and "internal" not in err
+
+
+def test_evidence_reads_back_numpy_dates_complex_and_frozensets_and_omits_long_doubles():
+    obj = {"dt": np.array(["2020-01-01", "2021-02-03"], dtype="datetime64[D]"), "c": np.array([1 + 2j]),
+           "keys": {frozenset({1}): 2}, "ld": np.longdouble(1.5), "models": np.array([object(), 1], dtype=object)}
+    back = evidence.decode(json.loads(json.dumps(evidence.encode(obj))))
+    assert (back["dt"] == obj["dt"]).all() and back["dt"].dtype == obj["dt"].dtype
+    assert back["c"][0] == 1 + 2j and back["keys"] == {frozenset({1}): 2}
+    assert isinstance(back["ld"], evidence.Omitted) and isinstance(back["models"][0], evidence.Omitted)
+    copy.deepcopy(back)  # a placeholder nobody reads is harmless
