@@ -393,7 +393,15 @@ class Ledger:
                 chapter = registry.get(self.paper)
                 scratch = Ledger(self.paper, self.profile, [e.claim for e in self.entries.values()], self.params)
                 evidence = codec.read_by(chapter.record_claims, scratch, evidence)
+            # last, on one line: the file stays readable above it, and numbers do not take a line each
             payload["evidence"] = codec.encode(evidence)
+            import json
+
+            body = json.dumps({k: v for k, v in payload.items() if k != "evidence"}, indent=2,
+                              default=io._json_default)
+            text = (body[:body.rindex("}")].rstrip() + ',\n  "evidence": '
+                    + json.dumps(payload["evidence"], separators=(",", ":"), default=io._json_default) + "\n}\n")
+            return io.write_text(result_path(self.paper, self.profile), text)
         return io.write_json(result_path(self.paper, self.profile), payload)
 
 

@@ -99,12 +99,12 @@ def encode(obj: Any, where: str = "res") -> Any:
             return {TAG: "npscalar", "dtype": obj.dtype.str, "array": encode(np.asarray(obj).reshape(1), where)}
         return {TAG: "npscalar", "dtype": obj.dtype.str, "value": encode(obj.item(), where)}
     if isinstance(obj, np.ndarray):
-        if obj.dtype.kind in "mM":  # datetimes and durations: their int64 counts, in the dtype's unit
-            return {TAG: "ndarray", "dtype": obj.dtype.str, "shape": list(obj.shape),
-                    "items": obj.view(np.int64).ravel().tolist()}
-        if obj.dtype.kind == "c":
-            return {TAG: "ndarray", "dtype": obj.dtype.str, "shape": list(obj.shape),
-                    "items": [[_float(float(z.real)), _float(float(z.imag))] for z in obj.ravel().tolist()]}
+        if obj.dtype.kind in "biufcmM":  # numbers, datetimes, durations: their bytes, exactly and compactly
+            import base64
+
+            data = np.ascontiguousarray(obj, dtype=obj.dtype.newbyteorder("<") if obj.dtype.itemsize > 1 else obj.dtype)
+            return {TAG: "ndarray", "dtype": data.dtype.str, "shape": list(obj.shape),
+                    "base64": base64.b64encode(data.tobytes()).decode("ascii")}
         if obj.dtype.kind not in "biuf":
             return {TAG: "ndarray", "dtype": "object", "shape": list(obj.shape),
                     "items": [encode(x, f"{where}[{i}]") for i, x in enumerate(obj.ravel().tolist())]}
@@ -184,6 +184,11 @@ def decode(data: Any) -> Any:
             if "array" in data:
                 return decode(data["array"])[0]
             return np.dtype(data["dtype"]).type(decode(data["value"]))
+        if kind == "ndarray" and "base64" in data:
+            import base64
+
+            raw = base64.b64decode(data["base64"], validate=True)
+            return np.frombuffer(raw, dtype=np.dtype(data["dtype"])).reshape(data["shape"]).copy()
         if kind == "ndarray":
             items = [decode(x) for x in data["items"]]
             dtype = np.dtype(data["dtype"]) if data["dtype"] != "object" else None
