@@ -113,8 +113,9 @@ def _cmd_sweep(args) -> None:
         if len(args.rest) != 1:
             raise sweep.SweepError("usage: acl26 sweep collect DIR [--metric COLUMN --by PARAMETER [--hue PARAMETER]]")
         t0 = time.perf_counter()
-        written = sweep.collect(args.rest[0], metric=args.metric, by=args.by, hue=args.hue, overwrite=args.force)
         rows = sweep.collect_rows(args.rest[0])
+        written = sweep.collect(args.rest[0], metric=args.metric, by=args.by, hue=args.hue, overwrite=args.force,
+                                rows=rows)
         ok = sum(r["status"] == "ok" for r in rows)
         print(f"collected {len(rows)} points ({ok} finished, {len(rows) - ok} failed) in {time.perf_counter() - t0:.1f} s:")
         for path in written.values():
@@ -158,14 +159,13 @@ def _cmd_verify(args) -> None:
         if root is None:
             raise RunError("name the executed book's folder (acl26 verify DIR), or run this from the checkout")
         executed = root / paths.BOOK_EXECUTED
-    problems, checked = provenance.verify(executed)
+    problems, checked, listed = provenance.verify(executed)
     for line in problems:  # like `sha256sum -c`: every problem on stdout, then one error line
         print(f"FAILED: {line}")
     if len(problems) == 1:
         raise RunError(problems[0])
     if problems:
         raise RunError(f"{len(problems)} problems in {executed} (each above)")
-    listed = len(provenance.io.read_json(Path(executed) / provenance.MANIFEST)["files"])
     print(f"{executed}: {listed} files match the manifest; {checked} verdicts decided again from the saved "
           f"results, all as saved")
 

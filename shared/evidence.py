@@ -247,77 +247,43 @@ def decode(data: Any) -> Any:
     raise EvidenceError(f"unknown evidence kind {kind!r}")
 
 
+def _reads_key(name: str):
+    """``dict.<name>(self, key, ...)``, noting ``key`` as read."""
+    def method(self, key, *args):
+        self.read.add(key)
+        return getattr(dict, name)(self, key, *args)
+    return method
+
+
+def _reads_all(name: str):
+    """``dict.<name>(self, ...)``, noting every key as read (iteration, size, equality, copies)."""
+    def method(self, *args):
+        self.read.update(dict.keys(self))
+        return getattr(dict, name)(self, *args)
+    return method
+
+
 class _Tracked(dict):
-    """A dict that notes which of its keys are read (by key, ``get``, ``in``, or all of them by iteration)."""
+    """A dict that notes which of its keys are read (by key, ``get``, ``in``, ``pop``, ``setdefault``; all of
+    them by iteration, ``len``, equality, copies and pickling)."""
 
     def __init__(self, data: dict):
         super().__init__(data)
         self.read: set = set()
 
-    def __getitem__(self, key):
-        self.read.add(key)
-        return super().__getitem__(key)
-
-    def get(self, key, default=None):
-        self.read.add(key)
-        return super().get(key, default)
-
-    def __contains__(self, key):
-        self.read.add(key)
-        return super().__contains__(key)
-
-    def _all(self):
-        self.read.update(super().keys())
-
-    def keys(self):
-        self._all()
-        return super().keys()
-
-    def values(self):
-        self._all()
-        return super().values()
-
-    def items(self):
-        self._all()
-        return super().items()
-
-    def __iter__(self):
-        self._all()
-        return super().__iter__()
-
-    def copy(self):
-        self._all()
-        return dict(super().items())
-
-    def pop(self, key, *default):
-        self.read.add(key)
-        return super().pop(key, *default)
-
-    def setdefault(self, key, default=None):
-        self.read.add(key)
-        return super().setdefault(key, default)
-
-    def popitem(self):
-        self._all()
-        return super().popitem()
-
-    def __len__(self):  # how many keys there are depends on every key
-        self._all()
-        return super().__len__()
-
-    def __eq__(self, other):
-        self._all()
-        return super().__eq__(other)
-
+    __getitem__, get, __contains__, pop, setdefault = (
+        _reads_key(n) for n in ("__getitem__", "get", "__contains__", "pop", "setdefault"))
+    keys, values, items, __iter__, __reversed__, __len__, __eq__, popitem = (
+        _reads_all(n) for n in ("keys", "values", "items", "__iter__", "__reversed__", "__len__", "__eq__", "popitem"))
     __hash__ = None
 
-    def __reversed__(self):
-        self._all()
-        return super().__reversed__()
+    def copy(self):
+        self.read.update(dict.keys(self))
+        return dict(dict.items(self))
 
     def __reduce_ex__(self, protocol):  # copy.deepcopy / pickle read every value
-        self._all()
-        return dict, (dict(super().items()),)
+        self.read.update(dict.keys(self))
+        return dict, (dict(dict.items(self)),)
 
 
 def read_by(record_claims, ledger, results: dict) -> dict:

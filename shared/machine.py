@@ -25,6 +25,16 @@ def cpu_model() -> str:
     return platform.processor() or ""
 
 
+def bf16_native() -> bool:
+    """Whether the CPU computes bf16 natively (AVX512-BF16 or AMX), from its flags in /proc/cpuinfo (False
+    where they cannot be read); no torch import."""
+    try:
+        flags = next((ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("flags")), "")
+    except OSError:
+        return False
+    return bool({"avx512_bf16", "amx_bf16"} & set(flags.split()))
+
+
 def describe() -> dict:
     """CPUs, CPU model, Python and platform: what every results and benchmark file records."""
     return {"cpus": cpu_count(), "cpu": cpu_model(), "python": platform.python_version(),

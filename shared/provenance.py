@@ -17,12 +17,11 @@
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import re
 import shlex
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from acl26 import claims, io, machine, registry
 
@@ -32,11 +31,9 @@ COVERED = ("*.ipynb", "runs/*.json", "results/*.json", "bench/*.json")
 
 
 def sha256(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    from acl26 import assets
+
+    return assets.sha256_file(Path(path))
 
 
 def git_state(root: str | Path) -> dict | None:
@@ -52,18 +49,9 @@ def git_state(root: str | Path) -> dict | None:
     return {"commit": commit, "dirty": bool(status.strip())}
 
 
-def bf16_native() -> bool:
-    """Whether the CPU computes bf16 natively (AVX512-BF16 or AMX), read from its flags (no torch import)."""
-    try:
-        flags = next((ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("flags")), "")
-    except OSError:
-        return False
-    words = set(flags.split())
-    return "avx512_bf16" in words or "amx_bf16" in words
-
-
 def machine_facts() -> dict:
-    return {"cpu": machine.cpu_model() or "unknown CPU", "cores": machine.cpu_count(), "bf16_native": bf16_native()}
+    return {"cpu": machine.cpu_model() or "unknown CPU", "cores": machine.cpu_count(),
+            "bf16_native": machine.bf16_native()}
 
 
 def command(paper: str, profile: str, params: dict[str, Any], sep: str = " ") -> str:
@@ -122,9 +110,15 @@ def _json(value) -> str:
     return json.dumps(json.loads(json.dumps(value, default=io._json_default)), sort_keys=True)
 
 
-def verify(executed: str | Path) -> tuple[list[str], int]:
-    """Every problem found in the executed book at ``executed`` (empty: it checks out), and the number of
-    verdicts decided again. See the module docstring."""
+class Verified(NamedTuple):
+    problems: list[str]  # empty: the book checks out
+    verdicts: int  # verdicts decided again
+    files: int  # files the manifest lists
+
+
+def verify(executed: str | Path) -> Verified:
+    """Every problem found in the executed book at ``executed``, the number of verdicts decided again and of
+    files the manifest lists. See the module docstring."""
     from acl26 import evidence
 
     executed = Path(executed)
@@ -135,7 +129,7 @@ def verify(executed: str | Path) -> tuple[list[str], int]:
             raise TypeError("'files' is not an object")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"
-        return [f"{executed / MANIFEST}: no usable manifest ({why}); `acl26 book` writes it"], 0
+        return Verified([f"{executed / MANIFEST}: no usable manifest ({why}); `acl26 book` writes it"], 0, 0)
     for rel, digest in listed.items():
         path = executed / rel
         if not path.is_file():
@@ -169,7 +163,7 @@ def verify(executed: str | Path) -> tuple[list[str], int]:
             elif value != value2:
                 problems.append(f"{path}: claim {cid!r}: saved value {value[:80]}, decided again from the evidence "
                                 f"{value2[:80]}")
-    return problems, checked
+    return Verified(problems, checked, len(listed))
 
 
 # ---- the "Run this yourself" box

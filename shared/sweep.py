@@ -50,6 +50,7 @@ import re
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -283,7 +284,7 @@ def _dask_threads() -> int:
 
 #: the point processes this process runs now (``local[N]``): an interrupted sweep stops them
 _LIVE: set = set()
-_LIVE_LOCK = __import__("threading").Lock()
+_LIVE_LOCK = threading.Lock()
 
 
 def stop_points() -> int:
@@ -620,15 +621,16 @@ def collect_rows(folder: str | os.PathLike) -> list[dict]:
 
 
 def collect(folder: str | os.PathLike, *, metric: str | None = None, by: str | None = None, hue: str | None = None,
-            overwrite: bool = False) -> dict[str, Path]:
+            overwrite: bool = False, rows: list[dict] | None = None) -> dict[str, Path]:
     """Write ``collected.csv`` (and ``collected.parquet`` where pyarrow is installed) in ``folder``, and with
-    ``metric`` and ``by`` a plot ``<metric>-by-<by>.png``; returns what was written."""
+    ``metric`` and ``by`` a plot ``<metric>-by-<by>.png``; returns what was written. ``rows``: the folder's
+    :func:`collect_rows`, where the caller has read them already."""
     import pandas as pd
 
     folder = Path(folder)
     if (metric is None) != (by is None):
         raise SweepError("sweep collect: --metric and --by go together (the plot shows the metric against the parameter)")
-    rows = collect_rows(folder)
+    rows = collect_rows(folder) if rows is None else rows
     if not rows:
         raise SweepError(f"sweep collect {folder}: no finished or failed point under it")
     df = pd.DataFrame(rows)
