@@ -26,6 +26,15 @@ A bf16 matrix or head multiplies its float32 input in one of two ways, fixed by 
 each weight is widened to float32 exactly (``bits << 16``) and multiplied by the float32 input with
 16-lane FMAs. Sums are float32 either way.
 
+With :attr:`Weights.act8` (:func:`with_act8`) a packed format multiplies 8-bit activations instead:
+each projection's input is quantized to int8 with one absmax scale (BitNet b1.58's activations, and
+what llama.cpp's TQ1_0/TQ2_0 multiply), and the rows sum byte-table lookups exactly in int32, 64 per
+``vpermi2b`` (:mod:`acl26.kernels.ternary.act8`, whose layout of the same streams the weights then
+hold). That kernel needs about half the vector instructions per weight of the float32 one, whose
+ports, not memory, bound it. The numerics differ from the float32 path by the activations' rounding.
+
+SiLU uses a polynomial ``exp`` (:func:`_expf`, within 2 ulp; Cephes' expf) so that its loop vectorizes.
+
 The head is the bf16 table, or an 8-bit copy in ggml's Q8_0 layout (:func:`q8_head`: int8 weights,
 a float16 scale per block of 32, 8.5 bits per weight) multiplied by the hidden state quantized to
 int16 (one scale per token; exact int32 sums per block with ``vpmaddwd`` where the CPU has
@@ -56,10 +65,11 @@ from numba.extending import intrinsic
 from acl26 import checks
 from acl26.kernels import ternary as tn
 from acl26.kernels._jit import njit
+from acl26.kernels.ternary import act8 as a8
 
 #: public functions of this module that are not kernels (no jitted core of their own)
 NOT_KERNELS = ("new_state", "regions_per_token", "bf16_bits", "q8_head", "check_weights",
-               "profile_parts")  # numpy or timing only
+               "profile_parts", "with_act8")  # numpy or timing only
 
 FORMATS = ("bf16",) + tuple(tn.FORMATS)  # bf16 and the packed ternary formats
 MATRICES = ("qkv", "o", "gate_up", "down")
@@ -98,6 +108,10 @@ class Weights(NamedTuple):
     #: float16 bits (uint16) of one scale per block of :data:`Q8_BLOCK` inputs, (vocab, ceil(hidden / 32))
     head_q8: np.ndarray | None = None
     head_q8_scale: np.ndarray | None = None
+    #: 8-bit activations (:mod:`acl26.kernels.ternary.act8`; packed formats only): each projection's input is
+    #: quantized to int8 (one absmax scale per vector) and ``codes[k]`` holds the act8 streams of every
+    #: block, ``(layers, tiles, bytes)``, with ``signs[k]`` empty ``(layers, 0, 0)`` (:func:`with_act8`)
+    act8: bool = False
 
     @property
     def head_bytes(self) -> int:
@@ -168,12 +182,27 @@ def q8_head(table) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(q.reshape(V, -1)[:, :H]), d.view(np.uint16)
 
 
+def with_act8(w: Weights) -> Weights:
+    """``w`` (a packed format) with 8-bit activations: its streams re-laid for
+    :mod:`acl26.kernels.ternary.act8` (copies; ``w`` is unchanged). The numerics change: each projection's
+    input is quantized to int8 first (see :attr:`Weights.act8`)."""
+    check_weights(w)
+    if w.fmt not in tn.FORMATS or w.act8:
+        raise ValueError(f"with_act8: want packed weights with float32 activations, got {w.fmt} (act8={w.act8})")
+    codes = tuple(np.stack([a8._relayout(w.fmt, w.codes[k][layer], w.signs[k][layer], tn.layout(w.fmt, (r, c)).groups)
+                            for layer in range(w.layers)])
+                  for k, (r, c) in enumerate(zip(w.rows(), w.cols())))
+    return w._replace(codes=codes, signs=tuple(np.zeros((w.layers, 0, 0), np.uint8) for _ in MATRICES), act8=True)
+
+
 def check_weights(w: Weights) -> Weights:
     """``w`` if every array has the shape and dtype :func:`step` needs, else ValueError naming it."""
     if not isinstance(w, Weights):
         raise ValueError(f"weights must be a decode.Weights, got {type(w).__name__}")
     if w.fmt not in FORMATS:
         raise ValueError(f"weights.fmt must be one of {FORMATS}, got {w.fmt!r}")
+    if not isinstance(w.act8, bool) or (w.act8 and w.fmt == "bf16"):
+        raise ValueError(f"weights.act8 must be True or False, and False for bf16; got {w.act8!r} for {w.fmt}")
     for name in ("heads", "kv_heads", "head_dim", "intermediate"):
         checks.integer(f"weights.{name}", getattr(w, name), 1)
     if w.heads % w.kv_heads or w.head_dim % 2:
@@ -213,8 +242,13 @@ def check_weights(w: Weights) -> Weights:
         else:
             lay = tn.layout(w.fmt, (rows, cols))
             need(f"dense[{k}] ({m})", w.dense[k], np.uint16, (L, 0, 0))
-            need(f"codes[{k}] ({m})", w.codes[k], np.uint8, (L, lay.blocks, lay.code_bytes))
-            need(f"signs[{k}] ({m})", w.signs[k], np.uint8, (L, lay.blocks, lay.sign_bytes))
+            if w.act8:
+                width = a8.quads(w.fmt, cols) * a8.TILE * a8.stride(w.fmt)
+                need(f"codes[{k}] ({m})", w.codes[k], np.uint8, (L, -(-lay.blocks // a8.TILE), width))
+                need(f"signs[{k}] ({m})", w.signs[k], np.uint8, (L, 0, 0))
+            else:
+                need(f"codes[{k}] ({m})", w.codes[k], np.uint8, (L, lay.blocks, lay.code_bytes))
+                need(f"signs[{k}] ({m})", w.signs[k], np.uint8, (L, lay.blocks, lay.sign_bytes))
             need(f"scales[{k}] ({m})", w.scales[k], np.float32, (L, rows))
             if not np.isfinite(w.scales[k]).all():
                 raise ValueError(f"weights.scales[{k}] ({m}) must be finite")
@@ -250,6 +284,14 @@ class State:
         self.pt = tn._PATTERNS_T[w.fmt] if w.fmt in tn.FORMATS else np.zeros((2, 16), f32)
         self.xb = np.zeros(width, np.uint16)  # bf16 inputs (AVX512-BF16)
         self.xq = np.zeros(hidden, np.int16)  # the 8-bit head's int16 activations
+        # 8-bit activations (Weights.act8): int8 inputs, byte tables, a tile's int32 sums, the code weights
+        G = tn.FORMATS[w.fmt].group if w.fmt in tn.FORMATS else 1
+        nq = max(a8.quads(w.fmt, c) for c in w.cols()) if w.act8 else 1
+        self.xq8 = np.zeros(a8.QUAD * G * nq, np.int8)
+        self.tab8 = np.zeros(256 * nq, np.uint8)
+        self.acc8 = np.zeros(((max(rows) // 16 + a8.TILE) // a8.TILE if w.act8 else 1, 16 * a8.TILE), np.int32)
+        self.dec16 = a8._DEC16[w.fmt] if w.act8 else np.zeros((1, 32), np.int16)
+        self.a8buf = (self.xq8, self.tab8, self.acc8, self.dec16)
         self.head_seconds = 0.0  # time in the output head (and its argmax), summed over steps
 
     @property
@@ -293,7 +335,7 @@ def step(w: Weights, state: State, token: int, pos: int, *, simd: str | None = N
     s = state
     _blocks(token, pos, w.embed, w.norms, w.final_norm, s.cos, s.sin, w.dense, w.codes, w.signs, w.scales, s.pt, level,
             w.fmt in ("sherry", "tl2"), w.heads, w.kv_heads, np.float32(w.eps), s.k, s.v, s.x, s.h, s.y, s.qkv, s.att,
-            s.gu, s.act, s.xpad, s.xb, s.lut, s.scratch, s.scores)
+            s.gu, s.act, s.xpad, s.xb, s.lut, s.scratch, w.act8, s.a8buf, s.scores)
     t0 = time.perf_counter()
     nxt = _head(w, s)
     s.head_seconds += time.perf_counter() - t0
@@ -320,8 +362,8 @@ def profile_parts(w: Weights, state: State, context: int, *, repeats: int = 5, s
     level, signed, s = tn.simd_level(simd), w.fmt in ("sherry", "tl2"), state
 
     def projections():
-        _all_projections(w.dense, w.codes, w.signs, w.scales, s.pt, level, signed, s.xpad, s.xb, s.lut, s.scratch, s.h, s.att,
-                         s.act, s.qkv, s.y, s.gu, w.layers)
+        _all_projections(w.dense, w.codes, w.signs, w.scales, s.pt, level, signed, s.xpad, s.xb, s.lut, s.scratch, w.act8,
+                         s.a8buf, s.h, s.att, s.act, s.qkv, s.y, s.gu, w.layers)
 
     def attention():
         _all_attention(s.qkv, s.k, s.v, context, s.att, s.scores, w.heads // w.kv_heads,
@@ -452,6 +494,51 @@ def _f32_bits(typingctx, v):
     return types.uint32(v), codegen
 
 
+@intrinsic
+def _f32_of_bits(typingctx, u):
+    """The float32 whose bits are the low 32 bits of the integer ``u``."""
+    if not isinstance(u, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        v = args[0]
+        v = builder.trunc(v, ir.IntType(32)) if v.type.width > 32 else v
+        return builder.bitcast(v, ir.FloatType())
+
+    return types.float32(u), codegen
+
+
+_LOG2E, _LN2_HI, _LN2_LO = np.float32(1.44269504088896341), np.float32(0.693359375), np.float32(-2.12194440e-4)
+_ROUND = np.float32(1.5 * 2 ** 23)  # v + _ROUND - _ROUND: v rounded to an integer (|v| < 2**22), half to even
+
+
+@njit(cache=True, inline="always")
+def _expf(v):
+    """``exp(v)`` in float32 for ``v`` clamped to [-87, 88] (Cephes' expf: ``v = n ln2 + r``, a degree-7
+    polynomial in ``r``, times ``2**n`` built in the exponent bits): within 2 ulp of ``exp``, and
+    branch-free, so loops over it vectorize (numba's ``np.exp`` calls libm one value at a time)."""
+    v = min(max(v, np.float32(-87.0)), np.float32(88.0))
+    n = (v * _LOG2E + _ROUND) - _ROUND
+    r = v - n * _LN2_HI - n * _LN2_LO
+    p = np.float32(1.9875691500e-4)
+    p = p * r + np.float32(1.3981999507e-3)
+    p = p * r + np.float32(8.3334519073e-3)
+    p = p * r + np.float32(4.1665795894e-2)
+    p = p * r + np.float32(1.6666665459e-1)
+    p = p * r + np.float32(5.0000001201e-1)
+    p = p * r * r + r + np.float32(1.0)
+    return p * _f32_of_bits((np.int32(n) + 127) << 23)
+
+
+@njit(cache=True, error_model="numpy")  # no ZeroDivisionError branch: the loop vectorizes
+def _silu_mul(gu, act):
+    """``act = SiLU(gate) * up`` with ``gate | up = gu``: ``g / (1 + exp(-g)) * u`` (:func:`_expf`)."""
+    inter = act.shape[0]
+    for j in range(inter):
+        g = gu[j]
+        act[j] = g / (np.float32(1.0) + _expf(-g)) * gu[inter + j]
+
+
 @njit(cache=True)
 def _round_bf16(x, xb):
     """``xb`` = bf16 bits of ``x`` rounded to nearest even (only where :data:`BF16_INPUTS`; finite ``x``)."""
@@ -520,9 +607,15 @@ def _fill_lut(xin, xpad, PT, lut, groups):
 
 
 @njit(cache=True)
-def _mv(k, layer, xin, y, dense, codes, signs, scales, PT, level, signed, xpad, xb, lut, scratch):
+def _mv(k, layer, xin, y, dense, codes, signs, scales, PT, level, signed, xpad, xb, lut, scratch, act8, a8buf):
     if dense[k].shape[1] > 0:
         _gemv_bf16(dense[k][layer], xin, xb, y)
+    elif act8:  # int8 inputs, byte tables (acl26.kernels.ternary.act8)
+        xq8, tab8, acc8, dec16 = a8buf
+        nq = codes[k].shape[2] // (a8.TILE * (40 if signed else 32))
+        sx = a8._quantize(xin, xq8[:a8.QUAD * dec16.shape[0] * nq])
+        a8._fill(xq8, dec16, tab8, nq)
+        a8._gemv_par(codes[k][layer], scales[k][layer], tab8, sx, y, acc8, signed, nq, level)
     else:
         _fill_lut(xin, xpad, PT, lut, codes[k].shape[2] // 8)
         _gemv_packed(codes[k][layer], signs[k][layer], scales[k][layer], lut, y, scratch, level, signed)
@@ -780,13 +873,14 @@ def _head_argmax_q8(Q, S, x, xq, logits, cmax, carg):
 
 
 @njit(cache=True)
-def _all_projections(dense, codes, signs, scales, PT, level, signed, xpad, xb, lut, scratch, h, att, act, qkv, y, gu, L):
+def _all_projections(dense, codes, signs, scales, PT, level, signed, xpad, xb, lut, scratch, act8, a8buf, h, att, act, qkv,
+                     y, gu, L):
     """The four matrices of every block in turn (:func:`profile_parts`)."""
     for layer in range(L):
-        _mv(0, layer, h, qkv, dense, codes, signs, scales, PT, level, signed, xpad, xb, lut, scratch)
-        _mv(1, layer, att, y, dense, codes, signs, scales, PT, level, signed, xpad, xb, lut, scratch)
-        _mv(2, layer, h, gu, dense, codes, signs, scales, PT, level, signed, xpad, xb, lut, scratch)
-        _mv(3, layer, act, y, dense, codes, signs, scales, PT, level, signed, xpad, xb, lut, scratch)
+        _mv(0, layer, h, qkv, dense, codes, signs, scales, PT, level, signed, xpad, xb, lut, scratch, act8, a8buf)
+        _mv(1, layer, att, y, dense, codes, signs, scales, PT, level, signed, xpad, xb, lut, scratch, act8, a8buf)
+        _mv(2, layer, h, gu, dense, codes, signs, scales, PT, level, signed, xpad, xb, lut, scratch, act8, a8buf)
+        _mv(3, layer, act, y, dense, codes, signs, scales, PT, level, signed, xpad, xb, lut, scratch, act8, a8buf)
 
 
 @njit(cache=True)
@@ -798,17 +892,16 @@ def _all_attention(qkv, Kc, Vc, T, att, scores, group, inv_sqrt):
 
 @njit(cache=True)
 def _blocks(tok, pos, embed, norms, fnorm, cos, sin, dense, codes, signs, scales, PT, level, signed, H, KV, eps,
-            Kc, Vc, x, h, y, qkv, att, gu, act, xpad, xb, lut, scratch, scores):
+            Kc, Vc, x, h, y, qkv, att, gu, act, xpad, xb, lut, scratch, act8, a8buf, scores):
     """Everything of a step but the head: the final-normed hidden state is left in ``h``."""
     hd = Kc.shape[3]
     qd, kvd = H * hd, KV * hd
-    inter = act.shape[0]
     inv_sqrt = np.float32(1.0 / math.sqrt(hd))
     for j in range(x.shape[0]):
         x[j] = _bf16(embed[tok, j])
     for layer in range(norms.shape[0]):
         _rmsnorm(x, norms[layer, 0], h, eps)
-        _mv(0, layer, h, qkv, dense, codes, signs, scales, PT, level, signed, xpad, xb, lut, scratch)
+        _mv(0, layer, h, qkv, dense, codes, signs, scales, PT, level, signed, xpad, xb, lut, scratch, act8, a8buf)
         for a in range(H):
             _rope(qkv, a * hd, hd, cos, sin, pos)
         for a in range(KV):
@@ -817,15 +910,13 @@ def _blocks(tok, pos, embed, norms, fnorm, cos, sin, dense, codes, signs, scales
                 Kc[layer, a, pos, d] = qkv[qd + a * hd + d]
                 Vc[layer, a, pos, d] = qkv[qd + kvd + a * hd + d]
         _attention(qkv, Kc[layer].reshape(-1), Vc[layer].reshape(-1), pos + 1, att, scores, H // KV, inv_sqrt)
-        _mv(1, layer, att, y, dense, codes, signs, scales, PT, level, signed, xpad, xb, lut, scratch)
+        _mv(1, layer, att, y, dense, codes, signs, scales, PT, level, signed, xpad, xb, lut, scratch, act8, a8buf)
         for j in range(x.shape[0]):
             x[j] += y[j]
         _rmsnorm(x, norms[layer, 1], h, eps)
-        _mv(2, layer, h, gu, dense, codes, signs, scales, PT, level, signed, xpad, xb, lut, scratch)
-        for j in range(inter):
-            g = gu[j]
-            act[j] = g / (np.float32(1.0) + np.exp(-g)) * gu[inter + j]  # SiLU(gate) * up
-        _mv(3, layer, act, y, dense, codes, signs, scales, PT, level, signed, xpad, xb, lut, scratch)
+        _mv(2, layer, h, gu, dense, codes, signs, scales, PT, level, signed, xpad, xb, lut, scratch, act8, a8buf)
+        _silu_mul(gu, act)
+        _mv(3, layer, act, y, dense, codes, signs, scales, PT, level, signed, xpad, xb, lut, scratch, act8, a8buf)
         for j in range(x.shape[0]):
             x[j] += y[j]
     _rmsnorm(x, fnorm, h, eps)

@@ -197,3 +197,73 @@ def test_bf16_bits_round_and_view():
     assert np.array_equal(kd.bf16_bits(np.array([1.0], np.float32)), kd.bf16_bits(torch.tensor([1.0]).bfloat16()))
     with pytest.raises(ValueError, match="bfloat16"):
         kd.bf16_bits(torch.zeros(2))
+
+
+# 8-bit activations: the kernel quantizes its float32 inputs, the twin its float64 ones rounded to float32,
+# so the two quantize the same numbers unless float32 and float64 sums put an input on either side of an
+# int8 rounding boundary; such a flip would move that input by sx = max|x| / 127 and could take the
+# logits past RTOL. With these weights and tokens none happens: measured at most 9.5e-8 of the logits'
+# scale over every format and position. The products on identical inputs are exact
+# (test_act8_projections_are_the_act8_gemv_bit_for_bit).
+RTOL_ACT8_STEP = RTOL
+
+
+@pytest.mark.parametrize("fmt", [f for f in kd.FORMATS if f != "bf16"])
+@pytest.mark.parametrize("shape", [SHAPE, decoder.SHAPES["tiny"]], ids=["odd", "tiny"])
+def test_act8_step_matches_the_numpy_twin_over_positions(fmt, shape):
+    _, w = _weights(fmt, shape)
+    w8 = kd.with_act8(w)
+    assert w8.act8 and not w.act8 and w8.nbytes >= w.nbytes - sum(s.nbytes for s in w.signs)
+    st = kd.new_state(w8, *_cache(w8))
+
+    class Twin:
+        k, v = _cache(w)
+        logits = np.zeros(w.vocab)
+
+    for pos, tok in enumerate(TOKENS):
+        got = kd.step(w8, st, tok, pos)
+        want = naive_decode.step(w, Twin, tok, pos, act8=True)
+        scale = np.abs(Twin.logits).max()
+        assert np.abs(st.logits - Twin.logits).max() <= RTOL_ACT8_STEP * scale, (fmt, pos)
+        top2 = np.sort(Twin.logits)[-2:]
+        if top2[1] - top2[0] > 2 * RTOL_ACT8_STEP * scale:
+            assert got == want, (fmt, pos)
+        assert got == int(np.argmax(st.logits))
+
+
+@pytest.mark.parametrize("fmt", [f for f in kd.FORMATS if f != "bf16"])
+@pytest.mark.parametrize("simd", [None, "portable"])
+def test_act8_projections_are_the_act8_gemv_bit_for_bit(fmt, simd):
+    """Every stacked matrix of every block, through the step's own projection path, on one float32 input."""
+    from acl26.kernels import ternary as tn
+    from naive.ternary import act8 as naive_act8
+
+    _, w = _weights(fmt)
+    w8 = kd.with_act8(w)
+    st = kd.new_state(w8, *_cache(w8))
+    rng = np.random.default_rng(7)
+    level = tn.simd_level(simd)
+    for layer in range(w.layers):
+        for k in range(4):
+            x = rng.standard_normal(w.cols()[k]).astype(np.float32)
+            y = np.zeros(w.rows()[k], np.float32)
+            kd._mv(k, layer, x, y, w8.dense, w8.codes, w8.signs, w8.scales, st.pt, level, fmt != "i2", st.xpad, st.xb,
+                   st.lut, st.scratch, True, st.a8buf)
+            T = naive_decode.unpack(fmt, w.codes[k][layer], w.signs[k][layer], (w.rows()[k], w.cols()[k]))
+            np.testing.assert_array_equal(y, naive_act8.gemv_act8(fmt, T, w.scales[k][layer], x), err_msg=f"{layer} {k}")
+
+
+def test_with_act8_refuses_what_it_cannot_convert():
+    _, wb = _weights("bf16")
+    with pytest.raises(ValueError, match="with_act8"):
+        kd.with_act8(wb)
+    _, w = _weights("sherry")
+    w8 = kd.with_act8(w)
+    with pytest.raises(ValueError, match="with_act8"):
+        kd.with_act8(w8)
+    with pytest.raises(ValueError, match="act8"):
+        kd.check_weights(wb._replace(act8=True))
+    with pytest.raises(ValueError, match=r"codes\[0\]"):
+        kd.check_weights(w._replace(act8=True))  # the float layout's streams claimed as act8
+    with pytest.raises(ValueError, match=r"codes\[1\]"):
+        kd.check_weights(w8._replace(codes=(w8.codes[0], w8.codes[1][:, :, :-1], *w8.codes[2:])))

@@ -63,10 +63,12 @@ One entry point per operation, :func:`gemv` and :func:`gemm`, takes the format b
 
 The code is split along those ideas: :mod:`.formats` (the codes, :class:`Packed`, :func:`layout`,
 :func:`bits_per_weight`), :mod:`.quantize`, :mod:`.pack` (pack / unpack), :mod:`.simd` (the lookup
-intrinsic and the SIMD level) and :mod:`.matmul` (GEMV / GEMM and the read-bandwidth probe). This
+intrinsic and the SIMD level) and :mod:`.matmul` (GEMV / GEMM and the read-bandwidth probe), and :mod:`.act8` (GEMV on 8-bit activations,
+byte tables in another layout of the same streams). This
 package re-exports them all; ``tests/naive/ternary/`` holds their twins, split to match.
 """
 
+from acl26.kernels.ternary.act8 import SIMD as ACT8_SIMD, Act8, gemv_act8, to_act8  # noqa: F401
 from acl26.kernels.ternary.formats import (_DECODE, _ENCODE, _PATTERNS_T, BLOCK_ROWS, FORMATS, Format, Layout,  # noqa: F401
                                            Packed, bits_per_weight, layout)
 from acl26.kernels.ternary.matmul import GEMM_TILE, GEMV_BLOCKS, _stream_sum, gemm, gemv, read_bandwidth  # noqa: F401

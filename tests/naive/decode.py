@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from naive.ternary import act8 as naive_act8
 from naive.ternary import unpack
 
 
@@ -54,8 +55,12 @@ def matrix(w, k: int, layer: int) -> np.ndarray:
     return w.scales[k][layer].astype(np.float64)[:, None] * T
 
 
-def _in(w, x):
-    """A matrix's input: bf16-rounded for bf16 matrices where the kernel rounds them (:func:`bf16_input`)."""
+def _in(w, x, act8=False):
+    """A matrix's input: bf16-rounded for bf16 matrices where the kernel rounds them (:func:`bf16_input`);
+    with ``act8``, ``x`` in float32 quantized to int8 and back (``naive.ternary.act8.quantize``)."""
+    if act8:
+        xq, sx = naive_act8.quantize(np.asarray(x, np.float32))
+        return xq.astype(np.float64) * float(sx)
     return bf16_input(x) if w.fmt == "bf16" else x
 
 
@@ -71,15 +76,16 @@ def _rope(v, pos, inv_freq):
     return np.concatenate([a * c - b * s, b * c + a * s], axis=-1)
 
 
-def step(w, state, token: int, pos: int) -> int:
+def step(w, state, token: int, pos: int, act8: bool = False) -> int:
     """The twin of ``acl26.kernels.decode.step``: writes keys and values into ``state.k`` / ``state.v`` at
-    ``pos`` (float32) and the logits into ``state.logits``; returns their argmax."""
+    ``pos`` (float32) and the logits into ``state.logits``; returns their argmax. ``act8``: the twin of
+    weights made by ``decode.with_act8(w)`` (``w`` itself holds the float-activation streams)."""
     H, KV, hd, inter = w.heads, w.kv_heads, w.head_dim, w.intermediate
     eps = float(w.eps)
     x = bf16_float(w.embed[token])
     for layer in range(w.layers):
         h = _rmsnorm(x, w.norms[layer, 0].astype(np.float64), eps)
-        qkv = matrix(w, 0, layer) @ _in(w, h)
+        qkv = matrix(w, 0, layer) @ _in(w, h, act8)
         q = _rope(qkv[:H * hd].reshape(H, hd), pos, w.inv_freq)
         k = _rope(qkv[H * hd:(H + KV) * hd].reshape(KV, hd), pos, w.inv_freq)
         v = qkv[(H + KV) * hd:].reshape(KV, hd)
@@ -93,11 +99,11 @@ def step(w, state, token: int, pos: int) -> int:
             sc = K[g] @ q[a] / np.sqrt(hd)
             p = np.exp(sc - sc.max())
             att[a] = (p / p.sum()) @ V[g]
-        x = x + matrix(w, 1, layer) @ _in(w, att.reshape(-1))
+        x = x + matrix(w, 1, layer) @ _in(w, att.reshape(-1), act8)
         h = _rmsnorm(x, w.norms[layer, 1].astype(np.float64), eps)
-        gu = matrix(w, 2, layer) @ _in(w, h)
+        gu = matrix(w, 2, layer) @ _in(w, h, act8)
         gate, up = gu[:inter], gu[inter:]
-        x = x + matrix(w, 3, layer) @ _in(w, gate / (1.0 + np.exp(-gate)) * up)
+        x = x + matrix(w, 3, layer) @ _in(w, gate / (1.0 + np.exp(-gate)) * up, act8)
     h = _rmsnorm(x, w.final_norm.astype(np.float64), eps)
     logits = head_logits(w, h)
     state.logits[:] = logits
