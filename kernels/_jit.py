@@ -8,7 +8,9 @@ numba). :func:`njit` here takes the same arguments and keeps the cache, but:
 * the folder (``$NUMBA_CACHE_DIR``, else ``$ACL26_CACHE/numba``) is created only when a compiled
   kernel is first saved;
 * a cache that cannot be written is skipped with a warning: the kernel is compiled and runs;
-* a damaged entry is dropped with a warning and the kernel recompiled (and saved afresh).
+* a damaged entry is dropped with a warning and the kernel recompiled (and saved afresh);
+* an entry is stale when any file of ``acl26.kernels`` changed, not only the function's own file
+  (numba compiles callees from other modules into their callers).
 """
 
 from __future__ import annotations
@@ -45,6 +47,21 @@ class _Locator(caching.UserProvidedCacheLocator):
     @classmethod
     def from_function(cls, py_func, py_file):
         return cls(py_func, py_file)
+
+    def get_source_stamp(self):
+        """Every kernel file's name, mtime and size, not only the function's own file: numba compiles a
+        callee from another module (and that module's constants) into the caller, so an edit there must
+        invalidate the caller's entry too (else a stale entry can run with buffers of another layout)."""
+        return _kernels_stamp()
+
+
+def _kernels_stamp() -> tuple:
+    root = Path(__file__).resolve().parent
+    out = []
+    for f in sorted(root.rglob("*.py")):
+        st = f.stat()
+        out.append((str(f.relative_to(root)), st.st_mtime_ns, st.st_size))
+    return tuple(out)
 
 
 class _Impl(caching.CompileResultCacheImpl):

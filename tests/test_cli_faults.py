@@ -354,3 +354,15 @@ def test_a_signal_turned_into_another_error_is_still_an_interruption(monkeypatch
         for s, h in before.items():
             signal.signal(s, h)
     assert capsys.readouterr().err.strip() == "acl26: interrupted; nothing was left half-written"
+
+
+def test_a_kernel_cache_entry_is_stale_when_any_kernel_file_changes():
+    """numba compiles act8's functions and constants into decode's step: the cache stamp of every kernel holds
+    every kernel file's mtime and size, so an edit to act8.py alone invalidates decode's entries too."""
+    from acl26.kernels import _jit, decode
+
+    loc = _jit._Locator.from_function(decode._mv.py_func, decode.__file__)
+    stamp = {name: (mtime, size) for name, mtime, size in loc.get_source_stamp()}
+    assert {"decode.py", "ternary/act8.py", "ternary/simd.py", "dp_alloc.py"} <= set(stamp)
+    f = Path(_jit.__file__).parent / "ternary" / "act8.py"
+    assert stamp["ternary/act8.py"] == (f.stat().st_mtime_ns, f.stat().st_size)

@@ -369,6 +369,24 @@ def test_speed_table_fused_rows_and_the_8bit_head():
         speed.speed_table(["tiny"], ["fp32-q8head"], progress=False)
 
 
+def test_speed_table_rows_on_8bit_activations():
+    rows = speed.speed_table(["tiny"], ["sherry", "sherry-a8", "sherry-a8-q8head", "i2-a8"], tokens=2, repeats=1,
+                             context=3, progress=False)
+    by = {r["format"]: r for r in rows}
+    assert [by[f]["activations"] for f in ("sherry", "sherry-a8", "i2-a8")] == ["float32", "int8", "int8"]
+    assert by["sherry-a8"]["label"] == "Sherry, 8-bit activations"
+    assert by["sherry-a8-q8head"]["label"] == "Sherry, 8-bit activations, 8-bit head (Q8_0 layout)"
+    assert by["sherry-a8"]["bytes_per_token"] == by["sherry"]["bytes_per_token"]  # the same streams, reordered
+    assert by["sherry-a8-q8head"]["head"] == "q8_0" and by["i2-a8"]["engine"] == "fused"
+    assert all(r["decode_tok_s"] > 0 for r in rows)
+    assert [speed.base_format(f) for f in ("sherry-a8-q8head", "sherry-a8", "bf16-q8head")] == ["sherry", "sherry", "bf16"]
+    for bad in ("bf16-a8", "fp32-a8", "sherry-q8head-a8"):
+        with pytest.raises(ValueError, match="unknown format"):
+            speed.speed_table(["tiny"], [bad], progress=False)
+    with pytest.raises(ValueError, match="fused step only"):
+        speed.speed_table(["tiny"], ["sherry-a8"], fused=False, progress=False)
+
+
 def test_decode_summary_compares_like_for_like():
     def row(fmt, runs, head, peer=False):
         return dict(shape="s", format=fmt, label=fmt, status="ok", decode_runs=runs, decode_tok_s=float(np.median(runs)),
@@ -393,3 +411,8 @@ def test_decode_profile_parts_and_refusals():
     assert parts[("fused", "total")]["regions"] == 5 * decoder.SHAPES["tiny"].layers + 1
     with pytest.raises(ValueError, match="no fused step"):
         speed.decode_profile("tiny", ["fp32"], progress=False)
+    a8 = speed.decode_profile("tiny", ["sherry-a8"], tokens=2, context=3, repeats=1, progress=False)
+    assert {r["engine"] for r in a8} == {"fused"} and {r["part"] for r in a8} == {
+        "total", "projections", "attention", "head", "rest"}
+    with pytest.raises(ValueError, match="no fused step"):
+        speed.decode_profile("tiny", ["sherry-a8-q8head"], progress=False)

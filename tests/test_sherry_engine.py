@@ -172,3 +172,47 @@ def test_random_engine_is_the_speed_tables_model():
     assert out.shape == (7,) and out[:3].tolist() == [1, 2, 3]
     plain = Engine.random("tiny", "fp32", seed=1)
     assert not plain.fused and plain.packed_blocks == []
+
+
+def test_act8_engine_decodes_on_8bit_activations():
+    """act8: the fused step multiplies int8 activations. On exactly representable weights its logits stay
+    within a few hundredths of the float32-activation engine's spread (the activations' rounding), and
+    decoding through it is greedy on its own logits."""
+    model = tiny_llama()
+    _ternarize_in_place(model, "sherry")
+    eng = Engine.from_transformers(model, "sherry")
+    eng8 = Engine.from_transformers(model, "sherry", act8=True)
+    assert eng8.fused and eng8.model.fused.act8 and not eng.model.fused.act8
+    ids = [3, 1, 4, 1, 5, 9, 2, 6]
+    out, out8 = eng.generate(ids, 6), eng8.generate(ids, 6)
+    assert out8.shape == out.shape and out8[:8].tolist() == ids
+    cache = eng8.model.new_cache(10)
+    eng8.model.forward(np.asarray(ids[:-1]), cache)
+    cache0 = eng.model.new_cache(10)
+    eng.model.forward(np.asarray(ids[:-1]), cache0)
+    nxt8, nxt = eng8.model.next_token(ids[-1], cache), eng.model.next_token(ids[-1], cache0)
+    l8, l0 = eng8.model.fused_logits, eng.model.fused_logits
+    assert nxt8 == int(np.argmax(l8)) and nxt == int(np.argmax(l0))
+    assert 0 < np.abs(l8 - l0).max() <= 0.05 * np.ptp(l0)
+    rnd = Engine.random("tiny", "tl2", act8=True)
+    assert rnd.model.fused.act8 and rnd.generate([1, 2], 2).shape == (4,)
+
+
+def test_act8_is_refused_where_there_is_no_packed_fused_step():
+    model = tiny_llama()
+    for fmt in ("fp32", "bf16"):
+        with pytest.raises(ValueError, match="act8"):
+            Engine.from_transformers(model, fmt, act8=True)
+    with pytest.raises(ValueError, match="act8 needs every block"):
+        Engine.from_transformers(model, "sherry", blocks=[0], act8=True)
+    with pytest.raises(ValueError, match="act8"):
+        Engine.from_transformers(model, "sherry", act8=1)
+    with pytest.raises(ValueError, match="act8"):
+        Engine.random("tiny", "sherry", fuse=False, act8=True)
+    with pytest.raises(ValueError, match="act8"):
+        Engine.random("tiny", "bf16", act8=True)
+    from acl26.papers.sherry import decoder
+
+    bf16 = Engine.random("tiny", "bf16", fuse=False).model
+    with pytest.raises(ValueError, match="act8 must be True or False, and True only for a packed format"):
+        decoder.fused_weights(bf16, act8=True)

@@ -49,10 +49,15 @@ from acl26.kernels.ternary.simd import _I8, _I16, _I32, _I64, _V16I, HOST_FEATUR
 #: public functions of this module that are not kernels (no jitted core, so no numpy twin)
 NOT_KERNELS = ("to_act8", "quads", "stride")
 
-TILE = 8  # blocks of 16 rows per tile (one task, one contiguous stream)
+#: blocks of 16 rows per tile (one task, one contiguous stream). Measured in the fused step at the 0.7B
+#: shape, 2 threads, blocks' ms per token (median of 7 x 16 tokens): 7.14 / 6.59-6.61 / 6.94 / 7.79 with
+#: 2 / 4 / 8 / 16
+TILE = 4
 QUAD = 4  # groups per quad: one 32-bit lane of vpdpbusd sums a row's four lookups
-PREFETCH = 2048  # bytes ahead of the tile's stream the SIMD kernel prefetches (measured: 2 threads, 4096-wide
-#                  rows, 671 MB: 20.0 GB/s without, 22.8 / 24.1 / 21.7 GB/s at 1 / 2 / 4 KiB)
+#: bytes ahead of the tile's stream the SIMD kernel prefetches. Measured on one 671 MB matrix of 4096-wide rows,
+#: 2 threads: 20.0 GB/s without, 22.8 / 24.1 / 21.7 GB/s at 1 / 2 / 4 KiB; in the fused step (TILE 4, 0.7B):
+#: 7.13 / 6.61 / 6.80 ms per token at 1 / 2 / 3 KiB
+PREFETCH = 2048
 #: whether the SIMD kernel runs here (the CPU has AVX512-BW, -VBMI and -VNNI); else the portable one
 SIMD = HOST_SIMD_LEVEL == 2 and {"+avx512bw", "+avx512vbmi", "+avx512vnni"} <= HOST_FEATURES
 

@@ -470,15 +470,17 @@ class Model:
         return (1.0 / self.shape.rope_theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd) if self.inv_freq is None
                 else np.asarray(self.inv_freq, np.float64))
 
-    def fuse(self, head: str = "bf16") -> "Model":
+    def fuse(self, head: str = "bf16", act8: bool = False) -> "Model":
         """Stack the weights for the fused decode step (:func:`fused_weights`); :meth:`next_token` then
         runs a token through :func:`acl26.kernels.decode.step`. The blocks' layers are rebound to views of
         the stacked arrays where the rows allow (whole blocks of 16 rows for a packed format; always for
         bf16), so the model is not held twice and :meth:`forward` (prefill) reads the same bytes.
         ``head``: "bf16" (the table as it is) or "q8_0" (an 8-bit copy of it in ggml's Q8_0 layout,
         :func:`acl26.kernels.decode.q8_head`, read by the fused step instead; prefill keeps the bf16 head).
-        Returns the model."""
-        self.fused = fused_weights(self, rebind=True, head=head)
+        ``act8`` (packed formats): the fused step multiplies 8-bit activations
+        (:func:`acl26.kernels.decode.with_act8`; a second copy of the streams, in its layout), while prefill
+        keeps float32 activations. Returns the model."""
+        self.fused = fused_weights(self, rebind=True, head=head, act8=act8)
         self._fused_state = None
         return self
 
@@ -543,15 +545,19 @@ def _stack_packed(fmt: str, lins: list) -> tuple[np.ndarray, np.ndarray, np.ndar
 HEADS = ("bf16", "q8_0")
 
 
-def fused_weights(model: Model, *, rebind: bool = False, head: str = "bf16") -> kd.Weights:
+def fused_weights(model: Model, *, rebind: bool = False, head: str = "bf16", act8: bool = False) -> kd.Weights:
     """The weights of ``model`` stacked for :func:`acl26.kernels.decode.step`: per block q|k|v, o,
     gate|up and down (:data:`FUSED_MATRICES`) as single matrices, every block in the model's format
     (one of :data:`FUSED`; bf16 tables). ValueError, naming what does not fit, otherwise.
 
     ``rebind`` (:meth:`Model.fuse`): each block's layers are pointed at row slices of the stacked arrays
     as soon as that block is copied (for a packed format where the parts start on whole blocks of 16
-    rows; always for bf16), so the old arrays are freed block by block and the model is never held twice."""
+    rows; always for bf16), so the old arrays are freed block by block and the model is never held twice.
+    ``act8``: the weights for 8-bit activations (:func:`acl26.kernels.decode.with_act8`; packed formats)."""
     fmt, s = model.fmt, model.shape
+    if not isinstance(act8, bool) or (act8 and fmt not in PACKED):
+        raise ValueError(f"act8 must be True or False, and True only for a packed format {PACKED}; got {act8!r} "
+                         f"for {fmt!r}")
     if fmt not in FUSED:
         raise ValueError(f"model: the fused step runs {FUSED}, not {fmt!r}")
     if head not in HEADS:
@@ -597,7 +603,7 @@ def fused_weights(model: Model, *, rebind: bool = False, head: str = "bf16") -> 
     w = kd.Weights(fmt, s.heads, s.kv_heads, s.head_dim, s.intermediate, float(model.rms_eps), embed, head_bits,
                    norms, np.ascontiguousarray(model.final_norm, np.float32), model.rope_inv_freq(), dense, codes,
                    signs, scales, *q8)
-    return kd.check_weights(w)
+    return kd.with_act8(w) if act8 else kd.check_weights(w)
 
 
 def _rebind(blk: Block, fmt: str, names, k: int, li: int, dense, codes, signs, scales) -> None:

@@ -115,13 +115,17 @@ class Engine:
 
     @classmethod
     def random(cls, shape, fmt: str, *, seed: int = 0, embedding: D.Embedding | None = None, fuse: bool = True,
-               progress: bool = False) -> "Engine":
+               act8: bool = False, progress: bool = False) -> "Engine":
         """A random-weight decoder of ``shape`` (a :class:`~acl26.papers.sherry.decoder.Shape` or its name) in
         ``fmt`` (:func:`~acl26.papers.sherry.decoder.build_model`; what the speed table times), fused for
-        decoding where ``fmt`` has a fused step and ``fuse`` is set."""
+        decoding where ``fmt`` has a fused step and ``fuse`` is set; ``act8``: the fused step on 8-bit
+        activations (:meth:`~acl26.papers.sherry.decoder.Model.fuse`; needs ``fuse`` and a packed ``fmt``)."""
+        if act8 is not False and not (act8 is True and fuse and fmt in D.PACKED):
+            raise ValueError(f"act8 must be False, or True with fuse=True and a packed fmt {D.PACKED}; got act8={act8!r}, "
+                             f"fuse={fuse!r}, fmt={fmt!r}")
         m = D.build_model(shape, fmt, seed=seed, embedding=embedding, progress=progress)
         if fuse and fmt in D.FUSED:
-            m.fuse()
+            m.fuse(act8=act8)
         return cls(m, list(range(len(m.blocks))) if fmt in D.PACKED else [])
 
     @property
@@ -131,15 +135,21 @@ class Engine:
     @classmethod
     @torch.no_grad()
     def from_transformers(cls, model, fmt: str, *, blocks: Sequence[int] | None = None,
-                          name: str = "transformers model") -> "Engine":
+                          name: str = "transformers model", act8: bool = False) -> "Engine":
         """Pack ``model``'s projections in ``fmt`` (one of :data:`~acl26.papers.sherry.decoder.FORMATS`):
         those of ``blocks`` (decoder layer indices; default: every block), the others in bf16 (fp32 when
-        ``fmt`` is fp32). ValueError, naming the argument, for a model the decoder cannot run or a bad
-        ``fmt`` or ``blocks``."""
+        ``fmt`` is fp32). ``act8``: decode (the fused step) on 8-bit activations, as BitNet b1.58 and
+        llama.cpp's TQ types do (:func:`acl26.kernels.decode.with_act8`); it needs a packed ``fmt`` in every
+        block, and the prompt's prefill keeps float32 activations. ValueError, naming the argument, for a
+        model the decoder cannot run or a bad ``fmt``, ``blocks`` or ``act8``."""
         D._check_format(fmt, "fmt")
+        if act8 is not False and not (act8 is True and fmt in D.PACKED):
+            raise ValueError(f"act8 must be False, or True with a packed fmt {D.PACKED}; got act8={act8!r}, fmt={fmt!r}")
         cfg, layers, embed, head, final_norm = _llama_parts(model)
         n = len(layers)
         packed = list(range(n)) if blocks is None else checks.layer_indices("blocks", blocks, n)
+        if act8 and len(set(packed)) != n:
+            raise ValueError(f"act8 needs every block packed (the fused step), got blocks={blocks!r} of {n}")
         tied = head.weight.data_ptr() == embed.weight.data_ptr()
         shape = D.Shape(name, cfg.hidden_size, cfg.intermediate_size, n, cfg.num_attention_heads,
                         cfg.num_key_value_heads, cfg.vocab_size, tied=tied,
@@ -175,7 +185,7 @@ class Engine:
         m = D.Model(shape, fmt, out_blocks, emb, final_norm.weight.detach().float().numpy().copy(),
                     inv_freq=inv_freq, rms_eps=eps)
         if fmt == "bf16" or (fmt in D.PACKED and len(packed) == n):
-            m.fuse()  # one format in every block: decode through the fused step
+            m.fuse(act8=act8)  # one format in every block: decode through the fused step
         return cls(m, packed)
 
     def _ids(self, ids, what: str = "ids") -> np.ndarray:

@@ -40,7 +40,7 @@ SPEC = ParamSpec(
         Param("speed_shapes", list, "model shapes for the decode-speed table", elem=str,
               choices=tuple(decoder.SHAPES) + tuple(decoder.ALIASES)),
         Param("speed_formats", list, "weight formats for the decode-speed table ('-q8head': the fused step reading "
-              "an 8-bit head)", elem=str, choices=speed.SPEED_FORMATS),
+              "an 8-bit head; '-a8': the fused step on 8-bit activations)", elem=str, choices=speed.SPEED_FORMATS),
         Param("speed_tokens", int, "decode steps timed per (shape, format)", min=1),
         Param("speed_repeats", int, "timing repeats (medians are reported)", min=1),
         Param("speed_peers", list, "llama.cpp decode peers timed in the same rounds (llama-bench on GGUF files of "
@@ -69,7 +69,8 @@ SPEC = ParamSpec(
     ),
     profiles={
         "book": dict(speed_shapes=["bitnet-0.7b", "llama-3.2-1b", "bitnet-3b"],
-                     speed_formats=["fp32", "bf16", "i2", "tl2", "sherry", "sherry-q8head"], speed_peers=[k for k in llamacpp.PEERS if k != "ggml-f16"],
+                     speed_formats=["fp32", "bf16", "i2", "tl2", "sherry", "sherry-q8head", "sherry-a8",
+                                    "sherry-a8-q8head"], speed_peers=[k for k in llamacpp.PEERS if k != "ggml-f16"],
                      speed_tokens=8, speed_repeats=3,
                      peer_rounds=3, ptq_chars=0, checkpoint="", variants=list(VARIANTS),
                      qat_blocks=list(QAT_BLOCKS), qat_batch=4, block_size=256, qat_steps=QAT_STEPS, qat_lr=QAT_LR,

@@ -63,18 +63,30 @@ def _run_once(model: Model, cache: KVCache, context: int, tokens: int, prefill: 
 #: the suffix of a speed-table format whose fused step reads an 8-bit head (ggml's Q8_0 layout,
 #: :func:`acl26.kernels.decode.q8_head`) instead of the bf16 table
 Q8 = "-q8head"
-#: every format :func:`speed_table` times: the weight formats, and the fused ones with an 8-bit head
-SPEED_FORMATS = tuple(FORMATS) + tuple(f + Q8 for f in FUSED)
+#: the infix of a speed-table format whose fused step multiplies 8-bit activations (a packed format;
+#: :func:`acl26.kernels.decode.with_act8`): ``"sherry-a8"``, and ``"sherry-a8-q8head"`` with an 8-bit head
+A8 = "-a8"
+#: every format :func:`speed_table` times: the weight formats, the fused ones with an 8-bit head, and the
+#: packed ones on 8-bit activations (with either head)
+SPEED_FORMATS = (tuple(FORMATS) + tuple(f + Q8 for f in FUSED) + tuple(f + A8 for f in PACKED)
+                 + tuple(f + A8 + Q8 for f in PACKED))
 
 
 def base_format(fmt: str) -> str:
-    """The weight format of a speed-table format (``"sherry-q8head"`` -> ``"sherry"``)."""
-    return fmt[:-len(Q8)] if fmt.endswith(Q8) else fmt
+    """The weight format of a speed-table format (``"sherry-q8head"``, ``"sherry-a8"`` -> ``"sherry"``)."""
+    fmt = fmt[:-len(Q8)] if fmt.endswith(Q8) else fmt
+    return fmt[:-len(A8)] if fmt.endswith(A8) else fmt
+
+
+def is_act8(fmt: str) -> bool:
+    """Whether a speed-table format's fused step multiplies 8-bit activations."""
+    return (fmt[:-len(Q8)] if fmt.endswith(Q8) else fmt).endswith(A8)
 
 
 def label(fmt: str) -> str:
     """A speed-table format's name in tables."""
-    return LABELS[base_format(fmt)] + (", 8-bit head (Q8_0 layout)" if fmt.endswith(Q8) else "")
+    return (LABELS[base_format(fmt)] + (", 8-bit activations" if is_act8(fmt) else "")
+            + (", 8-bit head (Q8_0 layout)" if fmt.endswith(Q8) else ""))
 
 
 def _q8_head_bytes(s: Shape) -> int:
@@ -99,6 +111,7 @@ def _size_fields(s: Shape, fmt: str) -> dict:
            int(b["linear"] + b["norms"] + q8))
     return dict(weight_mb=b["linear"] / MB, embed_mb=(b["embedding"] + q8) / MB, total_mb=(b["total"] + q8) / MB,
                 bytes_per_token=bpt, head="fp32" if base == "fp32" else "q8_0" if q8 else "bf16",
+                activations="int8" if is_act8(fmt) else "bf16" if base == "bf16" else "float32",
                 bits_per_weight=8 * b["linear"] / s.linear_params,
                 stream_bits_per_weight=(8 * b["streams"] / s.linear_params) if base in PACKED else None,
                 linear_params=s.linear_params, total_params=s.params)
@@ -177,8 +190,8 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
     checks.number("max_gb", max_gb, 0.0, lo_open=True)
     if not isinstance(fused, bool):
         raise ValueError(f"fused must be True or False, got {fused!r}")
-    if not fused and any(f.endswith(Q8) for f in formats):
-        raise ValueError(f"formats: the {Q8} formats run through the fused step only; fused=False was given")
+    if not fused and any(f.endswith(Q8) or is_act8(f) for f in formats):
+        raise ValueError(f"formats: the {Q8} and {A8} formats run through the fused step only; fused=False was given")
 
     rows = []
     jobs = [(s, f) for s in shape_objs for f in formats]
@@ -193,12 +206,14 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
             bases = dict.fromkeys(base_format(f) for f in todo)  # an 8-bit-head row shares its base's model
             together = (sum(model_bytes(s, f)["total"] - (model_bytes(s, f)["embedding"] if f != "fp32" else 0)
                             for f in bases) + (model_bytes(s, "bf16")["embedding"] if bf16_emb else 0)
-                        + sum(_q8_head_bytes(s) for f in todo if f.endswith(Q8)))
+                        + sum(_q8_head_bytes(s) for f in todo if f.endswith(Q8))
+                        + sum(model_bytes(s, b)["streams"] for b in {base_format(f) for f in todo if is_act8(f)}))
             avail = available_bytes()
             inter = interleave and (avail is None or together <= 0.8 * avail)
             results = {f: dict(prefill=[], decode=[], head=[], blocks=[], build_s=None) for f in todo}
             shared: dict[str, Embedding] = {}
             base_models: dict[str, Model] = {}  # interleaved: a base model its 8-bit-head row shares
+            act8_weights: dict[str, kd.Weights] = {}  # interleaved: the act8 weights two rows share
 
             def build(f):
                 if f != "fp32" and "bf16" not in shared:
@@ -211,6 +226,13 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
                                       fuse=fused, progress=progress).model
                     if inter:
                         base_models[base] = m
+                if is_act8(f):  # the same blocks, the fused step on 8-bit activations (its own copy of the streams)
+                    w8 = act8_weights.get(base)
+                    if w8 is None:
+                        w8 = kd.with_act8(m.fused)
+                        if inter:
+                            act8_weights[base] = w8
+                    m = dataclasses.replace(m, head_seconds=0.0, fused=w8, _fused_state=None)
                 if f.endswith(Q8):  # the same blocks, the fused step reading an 8-bit copy of the head
                     q, d = kd.q8_head(m.embedding.head)
                     m = dataclasses.replace(m, head_seconds=0.0, fused=m.fused._replace(head_q8=q, head_q8_scale=d),
@@ -271,6 +293,7 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
                         time_peer(k)
             shared.clear()
             base_models.clear()
+            act8_weights.clear()
             for f in formats:
                 row = dict(shape=s.name, paper_row=s.paper_row, format=f, label=label(f),
                            engine="fused" if fused and base_format(f) in FUSED else "numpy",
@@ -290,9 +313,11 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
                                prefill_tok_s=None, decode_runs=[], prefill_runs=[], build_s=None)
                 rows.append(_limit(row, bw))
             for k in peers:
-                label_, _, peer_head = llamacpp.PEERS[k]
+                label_, qtype, peer_head = llamacpp.PEERS[k]
                 row = dict(shape=s.name, paper_row=s.paper_row, format=k, label=label_, peer=True, engine="llama.cpp",
                            head=peer_head or "llama-quantize's choice",
+                           # what ggml's vec_dot multiplies the weights with: TQ1_0 / TQ2_0 take Q8_K activations
+                           activations="int8 (Q8_K)" if qtype else "f16",
                            status="ok" if peer_reasons[k] is None else "skipped", reason=peer_reasons[k] or "",
                            tokens=tokens, context=context, repeats=repeats, threads=n_threads,
                            interleaved=inter if peer_reasons[k] is None else None, head_ms=None, blocks_ms=None,
@@ -327,7 +352,8 @@ def decode_profile(shape: str | Shape = "bitnet-0.7b", formats: Sequence[str] = 
 
     One random-weight model per format (:func:`build_model`); its cache holds ``context`` random keys and
     values; ``tokens`` greedy steps are timed whole, then each part alone, ``repeats`` times, first
-    through the numpy decoder, then after :meth:`~acl26.papers.sherry.decoder.Model.fuse`. Parts:
+    through the numpy decoder, then after :meth:`~acl26.papers.sherry.decoder.Model.fuse`. A format of
+    8-bit activations (``"sherry-a8"``) has the fused rows only. Parts:
 
     * numpy: ``head`` (timed inside the steps), ``projections`` (every block's 7 layers' GEMV, one after
       another), ``rest`` (the step minus those two: norms, RoPE, attention, SiLU, numpy temporaries);
@@ -347,23 +373,24 @@ def decode_profile(shape: str | Shape = "bitnet-0.7b", formats: Sequence[str] = 
     s = get_shape(shape, "shape")
     if isinstance(formats, str) or not isinstance(formats, Sequence) or not formats:
         raise ValueError(f"formats must be a non-empty list of format names, got {formats!r}")
+    profiled = FUSED + tuple(f + A8 for f in PACKED)
     for f in formats:
-        if f not in FUSED:
-            raise ValueError(f"formats: {f!r} has no fused step; choose from {FUSED}")
+        if f not in profiled:
+            raise ValueError(f"formats: {f!r} has no fused step; choose from {profiled}")
     tokens, context = checks.integer("tokens", tokens, 1), checks.integer("context", context, 1)
     repeats, n_threads = checks.integer("repeats", repeats, 1), checks.integer("n_threads", n_threads, 1)
     checks.integer("seed", seed, 0)
     rows = []
     with timing.threads(n_threads):
         for f in tqdm(formats, desc=f"decode profile {s.name}", disable=not progress):
-            m = Engine.random(s, f, seed=seed, fuse=False).model  # fused below, after the numpy profile
+            m = Engine.random(s, base_format(f), seed=seed, fuse=False).model  # fused below, after the numpy profile
             cache = m.new_cache(context + tokens)
             rng = np.random.default_rng(seed)
             head_mb = (m.embedding.head.numel() * m.embedding.head.element_size()) / MB
             lin_mb = m.linear_bytes / MB
-            for engine in ("numpy", "fused"):
+            for engine in ("fused",) if is_act8(f) else ("numpy", "fused"):  # numpy has no 8-bit activations
                 if engine == "fused":
-                    m.fuse()
+                    m.fuse(act8=is_act8(f))
                 parts: dict[str, list[float]] = {}
                 xs = {n_in: rng.standard_normal(n_in).astype(np.float32) for _, (_, n_in) in s.linears()}
                 for r in range(repeats + 1):  # the first round warms up
@@ -439,7 +466,7 @@ def benchmarks(quick: bool = False) -> dict:
 
     shapes = ["tiny"] if quick else ["bitnet-0.7b", "llama-3.2-1b"]
     tokens, repeats, context = (8, 2, 16) if quick else (16, 3, 64)
-    formats = ["bf16", "i2", "tl2", "sherry", "sherry" + Q8]
+    formats = ["bf16", "i2", "tl2", "sherry", "sherry" + Q8, "i2" + A8, "tl2" + A8, "sherry" + A8, "sherry" + A8 + Q8]
     peers = ["ggml-tq2_0", "ggml-tq1_0", "ggml-tq2_0" + Q8]
     table = speed_table(shapes, formats, tokens=tokens, repeats=repeats, context=context, progress=False,
                         peers=peers)
@@ -457,8 +484,8 @@ def benchmarks(quick: bool = False) -> dict:
         if r["status"] != "ok":
             row["note"] = f"skipped: {r['reason']}"
         rows.append(row)
-    prof = decode_profile(shapes[0], ["sherry", "bf16"], tokens=tokens, context=context, repeats=repeats,
-                          progress=False)
+    prof = decode_profile(shapes[0], ["sherry", "sherry" + A8, "bf16"], tokens=tokens, context=context,
+                          repeats=repeats, progress=False)
     for p in prof:
         rows.append(dict(benchmark=f"profile {p['format']} {p['engine']}: {p['part']}", shape=p["shape"],
                          median_s=p["ms"] / 1e3, min_s=p["ms_min"] / 1e3, max_s=p["ms_max"] / 1e3, gb_s=p["gb_s"],
@@ -478,24 +505,33 @@ def benchmarks(quick: bool = False) -> dict:
                     met=None if quick else bool(min(rr) >= need))
 
     s0 = shapes[0]
-    sh = t.get((s0, "sherry"))
-    bw = sh["bandwidth_gb_s"] if sh else None
     lin = model_bytes(s0, "sherry")
     block_bytes = lin["linear"] + lin["norms"]
-    share = (block_bytes / (sh["blocks_ms"] / 1e3) / (bw * 1e9)) if sh and sh["blocks_ms"] else None
-    goals = [
-        ratio_goal(f"Sherry ≥ {GOAL_VS_TQ2_07B}× llama.cpp TQ2_0 at the 0.7B shape, same head precision (bf16 / f16)",
-                   f"slowest round ≥ {GOAL_VS_TQ2_07B}×", s0, "sherry", "ggml-tq2_0", GOAL_VS_TQ2_07B),
-        ratio_goal(f"Sherry ≥ {GOAL_VS_TQ2_1B_Q8}× llama.cpp TQ2_0 at the LLaMA-3.2-1B shape, 8-bit heads on both "
-                   "sides", f"slowest round ≥ {GOAL_VS_TQ2_1B_Q8}×", shapes[-1], "sherry" + Q8, "ggml-tq2_0" + Q8,
-                   GOAL_VS_TQ2_1B_Q8),
-        dict(goal=f"Sherry's blocks (head excluded) read at ≥ {GOAL_BLOCKS_SHARE:.0%} of the measured bandwidth "
-                  f"({s0})", target=f"≥ {GOAL_BLOCKS_SHARE:.0%}",
-             measured=(f"{block_bytes / 2**20:.1f} MiB in {sh['blocks_ms']:.2f} ms per token = "
-                       f"{block_bytes / (sh['blocks_ms'] / 1e3) / 1e9:.1f} GB/s of {bw:.1f} GB/s ({share:.0%}; "
-                       "attention over the float32 KV cache, norms and call overheads included)")
-             if share is not None else "not timed", met=None if quick or share is None else bool(share >= GOAL_BLOCKS_SHARE)),
-    ]
+
+    def share_goal(fmt):
+        sh = t.get((s0, fmt))
+        bw = sh["bandwidth_gb_s"] if sh else None
+        share = (block_bytes / (sh["blocks_ms"] / 1e3) / (bw * 1e9)) if sh and sh["blocks_ms"] else None
+        return dict(goal=f"{label(fmt)}: blocks (head excluded) read at ≥ {GOAL_BLOCKS_SHARE:.0%} of the measured "
+                         f"bandwidth ({s0})", target=f"≥ {GOAL_BLOCKS_SHARE:.0%}",
+                    measured=(f"{block_bytes / 2**20:.1f} MiB in {sh['blocks_ms']:.2f} ms per token = "
+                              f"{block_bytes / (sh['blocks_ms'] / 1e3) / 1e9:.1f} GB/s of {bw:.1f} GB/s ({share:.0%}; "
+                              "attention over the float32 KV cache, norms and call overheads included)"
+                              + (f" ({cpu})" if cpu else ""))
+                    if share is not None else "not timed",
+                    met=None if quick or share is None else bool(share >= GOAL_BLOCKS_SHARE))
+
+    goals = []
+    for act in ("", A8):  # float32 activations, then 8-bit ones (as llama.cpp's TQ types multiply)
+        goals += [
+            ratio_goal(f"{label('sherry' + act)} ≥ {GOAL_VS_TQ2_07B}× llama.cpp TQ2_0 at the 0.7B shape, same head "
+                       "precision (bf16 / f16)", f"slowest round ≥ {GOAL_VS_TQ2_07B}×", s0, "sherry" + act,
+                       "ggml-tq2_0", GOAL_VS_TQ2_07B),
+            ratio_goal(f"{label('sherry' + act)} ≥ {GOAL_VS_TQ2_1B_Q8}× llama.cpp TQ2_0 at the LLaMA-3.2-1B shape, "
+                       "8-bit heads on both sides", f"slowest round ≥ {GOAL_VS_TQ2_1B_Q8}×", shapes[-1],
+                       "sherry" + act + Q8, "ggml-tq2_0" + Q8, GOAL_VS_TQ2_1B_Q8),
+            share_goal("sherry" + act),
+        ]
     return {"title": "Sherry: decode speed at model shapes", "shape": ", ".join(shapes), "rows": rows, "goals": goals,
             "note": (f"Greedy decoding of {tokens} tokens after a {context}-token context through random-weight "
                      f"models of the {', '.join(shapes)} shapes, through the fused decode step "
@@ -505,6 +541,8 @@ def benchmarks(quick: bool = False) -> dict:
                      "one sample per round in the same rotation. Numba and llama.cpp on 2 threads. Ratio = tok/s "
                      "over BF16's. Our ternary formats keep the embeddings and the output head in bf16 (the "
                      "-q8head row: an 8-bit head, ggml's Q8_0 layout); llama.cpp's in f16, or q8_0 where the row "
-                     "says so. The profile rows time a decode step's parts before (numpy decoder) and after (fused "
+                     "says so. Our packed formats multiply float32 activations, or, in the rows that say "
+                     "'8-bit activations', int8 ones with one absmax scale per vector (as BitNet b1.58; "
+                     "llama.cpp's TQ types multiply 8-bit activations too). The profile rows time a decode step's parts before (numpy decoder) and after (fused "
                      "step); 'rest' is the step minus the parts timed alone."
                      + (" Quick run: the tiny shape, so the goals are not judged." if quick else ""))}
