@@ -255,6 +255,21 @@ def check_weights(w: Weights) -> Weights:
     return w
 
 
+def _state_key(w: Weights) -> tuple:
+    """What a :class:`State`'s buffer sizes depend on."""
+    return (w.fmt, w.act8, w.layers, w.hidden, w.heads, w.kv_heads, w.head_dim, w.intermediate, w.vocab)
+
+
+def _check_state(w: Weights, state) -> None:
+    """ValueError unless ``state`` came from :func:`new_state` for weights of ``w``'s format, activations and
+    shape (its buffers are sized for those; the kernels do not check bounds)."""
+    if not isinstance(state, State):
+        raise ValueError(f"state must come from new_state(), got {type(state).__name__}")
+    if state.made_for != _state_key(w):
+        raise ValueError(f"state was made for other weights ({state.made_for[0]}, act8={state.made_for[1]}, ...); make "
+                         f"one for these with new_state(w, k, v)")
+
+
 class State:
     """The buffers of :func:`step` for one :class:`Weights` and one KV cache (``k``, ``v``: float32
     ``(layers, kv_heads, capacity, head_dim)``, written at each step's position): activations, the
@@ -263,6 +278,7 @@ class State:
 
     def __init__(self, w: Weights, k: np.ndarray, v: np.ndarray):
         self.k, self.v = k, v
+        self.made_for = _state_key(w)  # the buffers' sizes follow these (see _check_state)
         cap = k.shape[2]
         hidden, inter = w.hidden, w.intermediate
         rows = w.rows()
@@ -323,8 +339,7 @@ def step(w: Weights, state: State, token: int, pos: int, *, simd: str | None = N
     attend over positions ``0 .. pos``, leave the logits in ``state.logits`` and return their argmax
     (the first on a tie, as ``np.argmax``). ``simd`` picks a lower SIMD path for the packed formats
     (see :func:`acl26.kernels.ternary.simd_level`)."""
-    if not isinstance(state, State):
-        raise ValueError(f"state must come from new_state(), got {type(state).__name__}")
+    _check_state(w, state)
     token = checks.integer("token", token, 0)
     if token >= w.vocab:
         raise ValueError(f"token must lie in [0, {w.vocab}), got {token}")
@@ -355,6 +370,7 @@ def profile_parts(w: Weights, state: State, context: int, *, repeats: int = 5, s
     contents are whatever ``state`` holds) and ``head`` (the head and its argmax over ``state.h``).
     Medians of ``repeats`` after a warm-up; ``state``'s buffers are overwritten."""
     check_weights(w)
+    _check_state(w, state)
     context = checks.integer("context", context, 1)
     if context > state.capacity:
         raise ValueError(f"context {context} is past the cache's capacity {state.capacity}")

@@ -106,3 +106,21 @@ def test_the_layout_keeps_the_streams_bytes_up_to_padding():
     for fmt in FORMATS:
         _, p = _packed(rng, fmt, 16 * act8.TILE * 3, 4 * 3 * 64)
         assert tn.to_act8(p).nbytes == p.nbytes  # full tiles and quads: the same bytes, reordered
+
+
+def test_tiny_activations_count_as_zero_and_bad_shapes_are_refused():
+    """max|x| < 2**-100 quantizes to zero (1 / sx would overflow float32), on every path and in the twin."""
+    rng = np.random.default_rng(5)
+    T, p = _packed(rng, "sherry", 20, 32)
+    a = tn.to_act8(p)
+    for x in (np.full(32, 1e-38, np.float32), np.full(32, 2.0 ** -101, np.float32)):
+        want = naive_act8.gemv_act8("sherry", T, 1.0, x)
+        np.testing.assert_array_equal(want, np.zeros(20, np.float32))
+        for simd in (None, "portable"):
+            np.testing.assert_array_equal(tn.gemv_act8(a, 1.0, x, simd=simd), want)
+    x = np.full(32, 2.0 ** -99, np.float32)  # just above: quantized as usual (xq = 127)
+    np.testing.assert_array_equal(tn.gemv_act8(a, 1.0, x), naive_act8.gemv_act8("sherry", T, 1.0, x))
+    assert naive_act8.quantize(x)[0].max() == 127
+    for shape, match in (((16,), "shape must be"), ((16.0, 32), "rows"), ((20, 31), "multiple of 4")):
+        with pytest.raises(ValueError, match=match):
+            tn.gemv_act8(a._replace(shape=shape), 1.0, np.ones(32, np.float32))

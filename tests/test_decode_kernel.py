@@ -267,3 +267,19 @@ def test_with_act8_refuses_what_it_cannot_convert():
         kd.check_weights(w._replace(act8=True))  # the float layout's streams claimed as act8
     with pytest.raises(ValueError, match=r"codes\[1\]"):
         kd.check_weights(w8._replace(codes=(w8.codes[0], w8.codes[1][:, :, :-1], *w8.codes[2:])))
+
+
+def test_a_state_made_for_other_weights_is_refused():
+    """The buffers of a state follow its weights' activations and shape: stepping act8 weights on a state made
+    for the float ones would write past them (numba does not check bounds)."""
+    _, w = _weights("sherry")
+    st = kd.new_state(w, *_cache(w))
+    w8 = kd.with_act8(w)
+    with pytest.raises(ValueError, match="state was made for other weights"):
+        kd.step(w8, st, 1, 0)
+    with pytest.raises(ValueError, match="state was made for other weights"):
+        kd.profile_parts(w8, st, 1)
+    _, wt = _weights("tl2")
+    with pytest.raises(ValueError, match="state was made for other weights"):
+        kd.step(wt, st, 1, 0)
+    kd.step(w8, kd.new_state(w8, *_cache(w8)), 1, 0)

@@ -3,8 +3,10 @@
 :func:`acl26.kernels.ternary.gemv` multiplies float32 activations through float32 tables, 16 lookups
 per ``vpermps``; that kernel is bound by its vector ports (about 13 GB/s of streams per core). Here the
 activations are quantized to int8 first, one scale per vector (``sx = max|x| / 127``, ``xq =
-round_half_even(x / sx)``: the per-token absmax 8-bit activations of BitNet b1.58, the models Sherry
-quantizes, and what llama.cpp's TQ1_0/TQ2_0 multiply), so a group's table holds integers: the 32 signed
+round_half_even(x * (1 / sx))`` in float32: the per-token absmax 8-bit activations of BitNet b1.58, the
+models Sherry
+quantizes, and what llama.cpp's TQ1_0/TQ2_0 multiply; a vector with ``max|x| < 2**-100`` counts as zero),
+so a group's table holds integers: the 32 signed
 sums ``T[c] = sum_t P[c, t] * xq[G*j + t]`` of its 5-bit codes ``c = index | sign << 4`` (the weights
 of :data:`~acl26.kernels.ternary.formats._DECODE`). ``|T| <= 4 * 127`` needs 16 bits, so each table is
 kept as two byte planes (low byte, unsigned; high byte, signed). On a CPU with AVX512-VBMI and
@@ -42,7 +44,7 @@ from numba import prange, types
 from numba.extending import intrinsic
 
 from acl26.kernels._jit import njit
-from acl26.kernels.ternary.formats import _DECODE, BLOCK_ROWS, FORMATS, Packed, _format, _layout
+from acl26.kernels.ternary.formats import _DECODE, BLOCK_ROWS, FORMATS, Packed, _format, _layout, _shape
 from acl26.kernels.ternary.pack import _check_packed
 from acl26.kernels.ternary.simd import _I8, _I16, _I32, _I64, _V16I, HOST_FEATURES, HOST_SIMD_LEVEL, _load, cgutils, simd_level
 
@@ -124,13 +126,16 @@ def _relayout(fmt: str, codes: np.ndarray, signs: np.ndarray, groups: int) -> np
 def gemv_act8(a: Act8, scale, x: np.ndarray, *, parallel: bool = True, simd: str | None = None) -> np.ndarray:
     """``y = scale * (T @ xq) * sx`` (float32 ``(n_out,)``) for a matrix ``T`` in the :class:`Act8` layout and
     ``x`` (``(n_in,)``, finite) quantized to int8 as the module docstring says. ``scale``: ``()`` or
-    ``(n_out,)``, finite. ``parallel=False`` runs on one thread; ``simd="portable"`` (or any level below
+    ``(n_out,)``, finite. ``a.shape`` must fit the streams' tiles and quads (a shape claiming more rows
+    within the last tile cannot be told from the streams: such rows read as zero-padded codes). ``parallel=False`` runs on one thread; ``simd="portable"`` (or any level below
     AVX-512, or a CPU without :data:`SIMD`) takes the portable path, with the same result."""
     if not isinstance(a, Act8):
         raise ValueError(f"a must be an Act8 matrix (to_act8), got {type(a).__name__}")
     fmt = a.fmt
     f = _format(fmt)
-    rows, cols = a.shape
+    rows, cols = _shape(a.shape)
+    if fmt == "sherry" and cols % 4:
+        raise ValueError(f"a.shape[1] (cols) must be a multiple of 4 for sherry, got {cols}")
     nq, S = quads(fmt, cols), stride(fmt)
     want = (-(-rows // (BLOCK_ROWS * TILE)), nq * TILE * S)
     if not (isinstance(a.streams, np.ndarray) and a.streams.dtype == np.uint8 and a.streams.shape == want):
@@ -170,14 +175,17 @@ _DEC16 = {name: np.ascontiguousarray(d.T.astype(np.int16)) for name, d in _DECOD
 
 
 _ROUND = np.float32(1.5 * 2 ** 23)  # v + _ROUND - _ROUND rounds |v| < 2**22 to an integer, half to even (float32)
+_TINY = 2.0 ** -100  # max|x| below this quantizes to zero (1 / (max|x| / 127) must stay finite)
+_TINY_BITS = np.uint32(np.float32(_TINY).view(np.uint32))
 
 
 @njit(cache=True)
 def _quantize(x, xq):
-    """``xq[:n] = round_half_even(x / sx)`` int8 with ``sx = max|x| / 127`` (float32; 1 for a zero ``x``),
-    ``xq[n:] = 0``; returns ``sx`` (NaN, with ``xq`` all zero, when ``x`` is not finite). The maximum is
-    taken on the bits (``|x|``'s order is its bits' order) and the rounding by adding and subtracting
-    1.5 * 2**23, so both loops vectorize."""
+    """``xq[:n] = round_half_even(x * (1 / sx))`` int8 with ``sx = max|x| / 127`` (float32), ``xq[n:] = 0``;
+    returns ``sx``. A vector with ``max|x| < 2**-100`` counts as zero (``sx = 1``, ``xq = 0``: below that
+    ``1 / sx`` can overflow float32); a vector with inf or NaN gives ``sx = NaN`` and ``xq = 0``. The
+    maximum is taken on the bits (``|x|``'s order is its bits' order) and the rounding by adding and
+    subtracting 1.5 * 2**23, so both loops vectorize."""
     bits = x.view(np.uint32)
     mb = np.uint32(0)
     for j in range(x.shape[0]):
@@ -190,7 +198,11 @@ def _quantize(x, xq):
         return np.float32(np.nan)
     m = np.empty(1, np.uint32)
     m[0] = mb
-    sx = m.view(np.float32)[0] / np.float32(127.0) if mb > 0 else np.float32(1.0)
+    if mb < _TINY_BITS:
+        for j in range(x.shape[0]):
+            xq[j] = 0
+        return np.float32(1.0)
+    sx = m.view(np.float32)[0] / np.float32(127.0)
     inv = np.float32(1.0) / sx
     for j in range(x.shape[0]):  # |x * inv| <= 127 (+ rounding): no clamp needed, the int8 cast is exact
         xq[j] = np.int8((x[j] * inv + _ROUND) - _ROUND)

@@ -8,10 +8,13 @@ import numpy as np
 
 
 def quantize(x) -> tuple[np.ndarray, np.float32]:
-    """``(xq int64, sx)``: ``sx = max|x| / 127`` in float32 (1 for a zero ``x``), ``xq = round_half_even(x * (1 / sx))``."""
+    """``(xq int64, sx)``: ``sx = max|x| / 127`` in float32, ``xq = round_half_even(x * (1 / sx))``; a vector with
+    ``max|x| < 2**-100`` is zero (``sx = 1``)."""
     x = np.asarray(x, np.float32)
     m = np.float32(np.abs(x).max()) if x.size else np.float32(0)
-    sx = np.float32(m / np.float32(127.0)) if m > 0 else np.float32(1.0)
+    if m < np.float32(2.0 ** -100):
+        return np.zeros(x.shape, np.int64), np.float32(1.0)
+    sx = np.float32(m / np.float32(127.0))
     inv = np.float32(np.float32(1.0) / sx)
     xq = np.clip(np.round((x * inv).astype(np.float32)), -127, 127).astype(np.int64)
     return xq, sx
