@@ -369,9 +369,15 @@ def test_speed_table_fused_rows_and_the_8bit_head():
         speed.speed_table(["tiny"], ["fp32-q8head"], progress=False)
 
 
-def test_speed_table_rows_on_8bit_activations():
-    rows = speed.speed_table(["tiny"], ["sherry", "sherry-a8", "sherry-a8-q8head", "i2-a8"], tokens=2, repeats=1,
-                             context=3, progress=False)
+def test_speed_table_rows_on_8bit_activations(monkeypatch):
+    from acl26.kernels import decode as kd
+
+    calls = []
+    real = kd.q8_head
+    monkeypatch.setattr(kd, "q8_head", lambda t: calls.append(1) or real(t))
+    rows = speed.speed_table(["tiny"], ["sherry", "sherry-a8", "sherry-a8-q8head", "i2-a8", "sherry-q8head"], tokens=2,
+                             repeats=1, context=3, progress=False)
+    assert len(calls) == 1  # the shared head table is quantized once for both 8-bit-head rows
     by = {r["format"]: r for r in rows}
     assert [by[f]["activations"] for f in ("sherry", "sherry-a8", "i2-a8")] == ["float32", "int8", "int8"]
     assert by["sherry-a8"]["label"] == "Sherry, 8-bit activations"
