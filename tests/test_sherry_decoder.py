@@ -361,6 +361,8 @@ def test_speed_table_fused_rows_and_the_8bit_head():
     q8 = s.vocab * (s.hidden + 2 * (s.hidden // 32))
     assert by["sherry-q8head"]["bytes_per_token"] == by["sherry"]["bytes_per_token"] - 2 * s.vocab * s.hidden + q8
     assert by["sherry-q8head"]["decode_tok_s"] > 0 and "8-bit head" in by["sherry-q8head"]["label"]
+    # the variant's prefill is sherry's own path, timed in sherry's row
+    assert by["sherry"]["prefill_tok_s"] > 0 and by["sherry-q8head"]["prefill_tok_s"] is None
     unfused = speed.speed_table(["tiny"], ["sherry"], tokens=2, repeats=1, context=3, fused=False, progress=False)
     assert unfused[0]["engine"] == "numpy" and unfused[0]["decode_tok_s"] > 0
     with pytest.raises(ValueError, match="fused step only"):
@@ -385,6 +387,7 @@ def test_speed_table_rows_on_8bit_activations(monkeypatch):
     assert by["sherry-a8"]["bytes_per_token"] == by["sherry"]["bytes_per_token"]  # the same streams, reordered
     assert by["sherry-a8-q8head"]["head"] == "q8_0" and by["i2-a8"]["engine"] == "fused"
     assert all(r["decode_tok_s"] > 0 for r in rows)
+    assert [by[f]["prefill_tok_s"] is None for f in ("sherry", "sherry-a8", "i2-a8")] == [False, True, True]
     assert [speed.base_format(f) for f in ("sherry-a8-q8head", "sherry-a8", "bf16-q8head")] == ["sherry", "sherry", "bf16"]
     for bad in ("bf16-a8", "fp32-a8", "sherry-q8head-a8"):
         with pytest.raises(ValueError, match="unknown format"):

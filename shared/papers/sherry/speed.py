@@ -130,7 +130,9 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
     shape's models would not fit in memory together). A round fills the KV cache with a
     ``context``-token prompt through the GEMM path (timed: prefill tok/s; or, with ``prefill``
     False, with random keys and values) and then decodes ``tokens`` tokens greedily (timed: decode
-    tok/s). Numba and PyTorch run on ``n_threads`` threads. With ``fused`` (the default) every format of
+    tok/s). A row of an 8-bit head or 8-bit activations (``-q8head``, ``-a8``) changes only the decode
+    step; its prefill is its base format's, timed in that row, so it fills its cache with random keys
+    and values instead (``prefill_tok_s`` None). Numba and PyTorch run on ``n_threads`` threads. With ``fused`` (the default) every format of
     :data:`~acl26.papers.sherry.decoder.FUSED` decodes through the fused step
     (:meth:`~acl26.papers.sherry.decoder.Model.fuse`, :mod:`acl26.kernels.decode`: one Numba call per
     token for the blocks and one for the head); fp32, and every format when ``fused`` is False, through
@@ -243,14 +245,15 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
                     m = dataclasses.replace(m, head_seconds=0.0, fused=m.fused._replace(head_q8=q, head_q8_scale=d),
                                             _fused_state=None)
                 cache = m.new_cache(context + tokens)
-                _run_once(m, cache, min(context, 4), min(tokens, 2), prefill, np.random.default_rng(seed))  # warm
+                _run_once(m, cache, min(context, 4), min(tokens, 2), prefill and f == base, np.random.default_rng(seed))  # warm
                 results[f]["build_s"] = time.perf_counter() - t0
                 bar.update(1)
                 return m, cache
 
             def time_round(f, m, cache, r):
                 rng = np.random.default_rng([seed, r])
-                tp, td, th = _run_once(m, cache, context, tokens, prefill, rng)
+                # a variant row (8-bit head or activations) prefills through its base format's path: not timed again
+                tp, td, th = _run_once(m, cache, context, tokens, prefill and f == base_format(f), rng)
                 if tp is not None:
                     results[f]["prefill"].append(context / tp)
                 results[f]["decode"].append(tokens / td)
