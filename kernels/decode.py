@@ -525,7 +525,7 @@ def _f32_of_bits(typingctx, u):
 
 
 _LOG2E, _LN2_HI, _LN2_LO = np.float32(1.44269504088896341), np.float32(0.693359375), np.float32(-2.12194440e-4)
-_ROUND = np.float32(1.5 * 2 ** 23)  # v + _ROUND - _ROUND: v rounded to an integer (|v| < 2**22), half to even
+_ROUND = a8._ROUND  # v + _ROUND - _ROUND: v rounded to an integer (|v| < 2**22), half to even
 
 
 @njit(cache=True, inline="always")
@@ -628,7 +628,7 @@ def _mv(k, layer, xin, y, dense, codes, signs, scales, PT, level, signed, xpad, 
         _gemv_bf16(dense[k][layer], xin, xb, y)
     elif act8:  # int8 inputs, byte tables (acl26.kernels.ternary.act8)
         xq8, tab8, acc8, dec16 = a8buf
-        nq = codes[k].shape[2] // (a8.TILE * (40 if signed else 32))
+        nq = codes[k].shape[2] // (a8.TILE * (a8.SIGNED_STRIDE if signed else a8.STRIDE))
         sx = a8._quantize(xin, xq8[:a8.QUAD * dec16.shape[0] * nq])
         a8._fill(xq8, dec16, tab8, nq)
         a8._gemv_par(codes[k][layer], scales[k][layer], tab8, sx, y, acc8, signed, nq, level)

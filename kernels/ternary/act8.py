@@ -76,9 +76,12 @@ class Act8(NamedTuple):
         return self.streams.nbytes
 
 
+STRIDE, SIGNED_STRIDE = 32, 40  # bytes per block and quad: 32 of indices, and 8 more of signs when signed
+
+
 def stride(fmt: str) -> int:
     """Bytes per block and quad: 32 of indices, and 8 of signs for the signed formats."""
-    return 32 + 8 * FORMATS[fmt].signed
+    return SIGNED_STRIDE if FORMATS[fmt].signed else STRIDE
 
 
 def quads(fmt: str, cols: int) -> int:
@@ -114,7 +117,7 @@ def _relayout(fmt: str, codes: np.ndarray, signs: np.ndarray, groups: int) -> np
     tiles = -(-nb // TILE)
     out = np.zeros((tiles * TILE, nq, S), np.uint8)
     out[:nb, :, :32] = (idx[:, :, :8, :] | (idx[:, :, 8:, :] << 4)).reshape(nb, nq, 32)
-    if S == 40 and groups:
+    if S == SIGNED_STRIDE and groups:
         word = signs[:, 0::2].astype(np.uint16) | (signs[:, 1::2].astype(np.uint16) << 8)  # (block, group)
         bit = (word[:, gc][:, None, :] >> rows16[None, :, None].astype(np.uint16)) & 1  # (block, row, group)
         bit[:, :, ~real] = 0
@@ -304,7 +307,7 @@ def _tile_simd(typingctx, st, tab, acc, t, nq, signed, nblk):
                     c = builder.shuffle_vector(c, c, ir.Constant(ir.VectorType(_I32, 64), list(range(32)) * 2))
                     c = builder.bitcast(builder.lshr(builder.bitcast(c, v32w), shifts), v64b)
                     idx = builder.or_(builder.and_(c, ir.Constant(v64b, [15] * 64)), group_off)
-                    if S == 40:
+                    if S == SIGNED_STRIDE:
                         m = builder.bitcast(_load(builder, builder.gep(p, [i64(32)], source_etype=_I8), _I64),
                                             ir.VectorType(ir.IntType(1), 64))
                         idx = builder.select(m, builder.or_(idx, ir.Constant(v64b, [16] * 64)), idx)
@@ -315,9 +318,9 @@ def _tile_simd(typingctx, st, tab, acc, t, nq, signed, nblk):
 
         with builder.if_else(signed_) as (then, other):
             with then:
-                loop(40)
+                loop(SIGNED_STRIDE)
             with other:
-                loop(32)
+                loop(STRIDE)
         for q in range(nb):
             v = builder.add(builder.load(accs[2 * q]), builder.shl(builder.load(accs[2 * q + 1]), ir.Constant(_V16I, [8] * 16)))
             dst = builder.gep(optr, [i64(16 * q)], source_etype=_I32)
@@ -330,7 +333,7 @@ def _tile_simd(typingctx, st, tab, acc, t, nq, signed, nblk):
 @njit(cache=True)
 def _tile_portable(st, tab, acc, t, nq, signed):
     """:func:`_tile_simd`'s sums one lookup at a time (any CPU); the same integers."""
-    S = 40 if signed else 32
+    S = SIGNED_STRIDE if signed else STRIDE
     for k in range(BLOCK_ROWS * TILE):
         acc[k] = 0
     for qd in range(nq):
