@@ -45,7 +45,10 @@ from acl26.errors import RunError
 DIR_MARKER = ".acl26-dir"
 #: in a folder where :func:`atomic_path` wrote files: ``{name: [size, mtime_ns, inode]}``
 FILE_LEDGER = ".acl26-files"
-_OURS = (DIR_MARKER, FILE_LEDGER)
+#: inside a staging folder while acl26 writes into it: held locked (``flock``) by the writing process,
+#: so a staging folder whose marker nobody holds was left by a killed run (:func:`reap_stale`)
+STAGING_MARKER = ".acl26-staging"
+_OURS = (DIR_MARKER, FILE_LEDGER, STAGING_MARKER)
 
 
 class OutputExistsError(RunError, ValueError):
@@ -68,25 +71,68 @@ def _signature(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
-def _record(path: Path, signature: list[int] | None) -> None:
-    """Set (or, with None, drop) ``path``'s entry in its folder's ledger; written atomically."""
-    folder = path.parent
-    ledger = _read_ledger(folder)
-    if signature is None:
-        if path.name not in ledger:
-            return
-        ledger.pop(path.name)
-    else:
-        ledger[path.name] = signature
-    fd, tmp = tempfile.mkstemp(prefix=f"{FILE_LEDGER}.", suffix=".tmp", dir=folder)
+@contextlib.contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on the folder itself for the block, so that two processes (or threads)
+    recording files in one folder's ledger take turns instead of losing each other's entries. Where the
+    folder cannot be opened or the file system takes no locks, the block runs unlocked."""
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(ledger, fh, sort_keys=True)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, folder / FILE_LEDGER)
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as exc:
+            import errno
+
+            if exc.errno not in (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+        yield
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        os.close(fd)
+
+
+def _record(path: Path, signature: list[int] | None) -> None:
+    """Set (or, with None, drop) ``path``'s entry in its folder's ledger; written atomically, under the
+    folder's lock (read, change and write are one step for every writer in that folder)."""
+    folder = path.parent
+    with _folder_lock(folder):
+        ledger = _read_ledger(folder)
+        if signature is None:
+            if path.name not in ledger:
+                return
+            ledger.pop(path.name)
+        else:
+            ledger[path.name] = signature
+        fd, tmp = tempfile.mkstemp(prefix=f"{FILE_LEDGER}.", suffix=".tmp", dir=folder)
+        try:
+            with _named(folder / FILE_LEDGER):
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    json.dump(ledger, fh, sort_keys=True)
+            os.chmod(tmp, 0o666 & ~_umask())
+            os.replace(tmp, folder / FILE_LEDGER)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+
+@contextlib.contextmanager
+def _named(path: Path) -> Iterator[None]:
+    """Give an ``OSError`` raised in the block without a file name (``write`` on a full disk: ENOSPC,
+    EDQUOT, EIO) the name ``path``, so its one-line message says where."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None or exc.errno is None:
+            raise
+        raise type(exc)(exc.errno, f"{exc.strerror or exc} (while writing it)", os.fspath(path)) from exc
 
 
 def owned_file(path: str | os.PathLike) -> bool:
@@ -108,7 +154,7 @@ def _listing(folder: Path) -> dict[str, list[int]]:
         for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
             p = Path(root) / name
             rel = p.relative_to(folder).as_posix()
-            if rel in _OURS or name == FILE_LEDGER:
+            if rel in _OURS or name in (FILE_LEDGER, STAGING_MARKER):
                 continue
             out[rel] = _signature(p.lstat())
     return out
@@ -279,7 +325,8 @@ def atomic_path(path: str | os.PathLike, suffix: str = "", *, overwrite: bool = 
     os.close(fd)
     tmp_path = Path(tmp)
     try:
-        yield tmp_path
+        with _named(final):
+            yield tmp_path
         check_target(final, kind="file", overwrite=overwrite, inputs=inputs, name=name)  # it may have appeared meanwhile
         os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes it private; the user's umask decides
         # the ledger first: a rename keeps the inode and the times, so the entry is right once it lands
@@ -304,8 +351,63 @@ def write_json(path: str | os.PathLike, obj: Any, *, overwrite: bool = False) ->
                       overwrite=overwrite)
 
 
-def read_json(path: str | os.PathLike) -> Any:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+#: the largest file :func:`read_bytes` (and so :func:`read_json`) reads unless told otherwise
+MAX_READ = 256 << 20
+
+
+def read_bytes(path: str | os.PathLike, *, max_bytes: int = MAX_READ, follow_symlinks: bool = True) -> bytes:
+    """The bytes of the regular file ``path``, refused before reading when it is anything else (a FIFO, a
+    device such as ``/dev/zero``, a folder; with ``follow_symlinks=False`` a symbolic link too) or larger
+    than ``max_bytes``: an :class:`OSError` naming the path. Never blocks on a FIFO: it is opened
+    non-blocking and refused."""
+    import errno
+
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow_symlinks:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if not follow_symlinks and exc.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "a symbolic link, which is not read here", os.fspath(path)) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not _stat.S_ISREG(st.st_mode):
+            what = "a folder" if _stat.S_ISDIR(st.st_mode) else "a FIFO" if _stat.S_ISFIFO(st.st_mode) else \
+                "a device or socket"
+            raise OSError(errno.EINVAL, f"not a regular file ({what}); refusing to read it", os.fspath(path))
+        if st.st_size > max_bytes:
+            raise OSError(errno.EFBIG, f"{st.st_size} bytes, more than the {max_bytes} read here", os.fspath(path))
+        chunks, left = [], max_bytes + 1
+        while left > 0:  # a file that grows while it is read stops at the cap too
+            chunk = os.read(fd, min(left, 1 << 24))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > max_bytes:
+            raise OSError(errno.EFBIG, f"more than the {max_bytes} bytes read here", os.fspath(path))
+        return data
+    finally:
+        os.close(fd)
+
+
+def loads_json(text: str | bytes) -> Any:
+    """``json.loads``, with nesting too deep for the parser a ``ValueError`` like any other bad JSON
+    (Python's parser raises ``RecursionError`` at about a thousand levels)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to read") from None
+
+
+def read_json(path: str | os.PathLike, *, max_bytes: int = MAX_READ, follow_symlinks: bool = True) -> Any:
+    """The JSON in the regular file ``path`` (see :func:`read_bytes`); bad UTF-8, bad JSON and nesting
+    too deep raise ``ValueError``, anything else about the file ``OSError`` naming it."""
+    data = read_bytes(path, max_bytes=max_bytes, follow_symlinks=follow_symlinks)
+    return loads_json(data.decode("utf-8"))
 
 
 def read_cached_json(path: str | os.PathLike, what: str = "cached record") -> dict:
@@ -376,6 +478,114 @@ def _remove(path: Path) -> None:
             path.unlink()
 
 
+def _lock_nowait(fd: int) -> bool | None:
+    """Take ``flock(LOCK_EX | LOCK_NB)`` on ``fd``: True when taken, False when another holds it, None where
+    the file system takes no locks (nothing can be told from it)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError:
+        return None
+    return True
+
+
+def _new_staging(parent: Path, prefix: str, suffix: str) -> tuple[Path, int]:
+    """A fresh folder in ``parent`` (``mkdtemp``) holding :data:`STAGING_MARKER`, whose lock the caller now
+    holds through the returned descriptor (close it when the folder is gone or renamed)."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=parent))
+    try:
+        fd = os.open(tmp / STAGING_MARKER, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _lock_nowait(fd)
+    return tmp, fd
+
+
+#: the staging folders acl26 makes: :func:`atomic_dir`'s ``.<name>.<8>.tmp`` and the target it moves aside,
+#: ``.<name>.<8>.old``, and :func:`staging`'s ``.<name>-<8>.run`` (``<8>``: ``mkdtemp``'s random part)
+_STAGING_NAME = r"\.(?P<name>.+)(?P<sep>[.-])(?P<rand>[a-z0-9_]{8})\.(?P<kind>tmp|old|run)"
+
+
+def _abandoned(folder: Path) -> bool:
+    """Whether ``folder`` is a staging folder of acl26's (it holds the marker) that no live process holds."""
+    try:
+        fd = os.open(folder / STAGING_MARKER, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return False
+    try:
+        return bool(_lock_nowait(fd))
+    finally:
+        os.close(fd)
+
+
+def reap_stale(parent: str | os.PathLike, name: str | None = None) -> list[Path]:
+    """Remove the staging folders in ``parent`` that a killed acl26 process left behind (for the target
+    ``name`` only, or for every target); returns what was removed or put back.
+
+    Only acl26's staging folders are touched: a folder named as :func:`atomic_dir` and :func:`staging`
+    name theirs (never a symbolic link), holding :data:`STAGING_MARKER` that no process holds locked. A
+    target that :func:`atomic_dir` had moved aside (``.old``) when it was killed, before the new one was
+    in place, is put back where it was; once the new one is in place, the old one is removed."""
+    import re
+
+    parent = Path(parent)
+    pattern = re.compile(_STAGING_NAME)
+    done = []
+    try:
+        entries = sorted(os.scandir(parent), key=lambda e: e.name)
+    except OSError:
+        return done
+    for entry in entries:
+        m = pattern.fullmatch(entry.name)
+        if not m or (name is not None and m["name"] != name) or not entry.is_dir(follow_symlinks=False):
+            continue
+        path = Path(entry.path)
+        if m["kind"] in ("tmp", "run"):
+            if (m["kind"] == "tmp") != (m["sep"] == "."):
+                continue
+            if _abandoned(path):
+                shutil.rmtree(path, ignore_errors=True)
+                done.append(path)
+            continue
+        if m["sep"] != ".":
+            continue
+        pair = parent / f".{m['name']}.{m['rand']}.tmp"  # the .old's own staging folder: alive while locked
+        if pair.is_dir() and not pair.is_symlink() and not _abandoned(pair):
+            continue
+        final = parent / m["name"]
+        if not os.path.lexists(final):
+            with contextlib.suppress(OSError):
+                os.replace(path, final)  # killed between the two renames: the old target goes back
+                done.append(final)
+                continue
+        shutil.rmtree(path, ignore_errors=True)
+        done.append(path)
+    return done
+
+
+@contextlib.contextmanager
+def staging(parent: str | os.PathLike, name: str) -> Iterator[Path]:
+    """A fresh private folder ``.<name>-<random>.run`` in ``parent`` for the block, removed after it
+    (whatever happens). While the block runs the folder is marked and locked as acl26's, so if the
+    process is killed (SIGKILL), the next :func:`staging` for ``name`` there removes it
+    (:func:`reap_stale`)."""
+    parent = Path(parent)
+    parent.mkdir(parents=True, exist_ok=True)
+    reap_stale(parent, name)
+    tmp, fd = _new_staging(parent, f".{name}-", ".run")
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def atomic_dir(path: str | os.PathLike, *, overwrite: bool = False,
                inputs: Iterable[str | os.PathLike] = (), name: str = "") -> Iterator[Path]:
@@ -384,23 +594,27 @@ def atomic_dir(path: str | os.PathLike, *, overwrite: bool = False,
     An existing ``path`` is replaced only when it is empty or a folder acl26 wrote that holds exactly
     what it wrote, or with ``overwrite``; a ``path`` that is or holds one of ``inputs`` is always
     refused. The check runs before the block (fail fast) and again before the rename. On failure
-    the temporary folder is removed and ``path`` is untouched.
+    the temporary folder is removed and ``path`` is untouched. Staging folders of ``path`` that a
+    killed process left are removed first (:func:`reap_stale`).
     """
     inputs = tuple(inputs)
     final = check_target(path, kind="folder", overwrite=overwrite, inputs=inputs, name=name)
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    reap_stale(final.parent, final.name)
+    final = check_target(path, kind="folder", overwrite=overwrite, inputs=inputs, name=name)  # one may be back
+    tmp, fd = _new_staging(final.parent, f".{final.name}.", ".tmp")
     try:
-        yield tmp
-        _write_marker(tmp)
+        with _named(final):
+            yield tmp
+            _write_marker(tmp)  # the staging marker stays (locked) until the folder is in place
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; the user's umask decides
         check_target(final, kind="folder", overwrite=overwrite, inputs=inputs, name=name)
         old = None
         with _signals_held():
             if os.path.lexists(final):
-                # move the old target aside under a fresh name, put the new one in place, then drop the old one
-                old = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".old", dir=final.parent))
-                os.rmdir(old)
+                # move the old target aside under the staging folder's name (.old: reap_stale puts it back
+                # if this process dies before the new one is in place), put the new one in place, drop the old
+                old = tmp.with_name(tmp.name[: -len(".tmp")] + ".old")
                 os.replace(final, old)
                 # what was moved aside must still be what was checked (nothing can write to it any more)
                 if not (overwrite or _is_empty_dir(old) or owned_dir(old)):
@@ -413,11 +627,14 @@ def atomic_dir(path: str | os.PathLike, *, overwrite: bool = False,
                     raise
             else:
                 os.replace(tmp, final)
+        with contextlib.suppress(FileNotFoundError):
+            (final / STAGING_MARKER).unlink()
         if old is not None:
             _remove(old)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+        os.close(fd)
 
 
 def _json_default(obj: Any) -> Any:

@@ -100,11 +100,18 @@ def run(paper_id: str, profile: str = "book", overrides: dict[str, Any] | None =
         io.check_target(target, overwrite=overwrite, inputs=(source,))
     out.mkdir(parents=True, exist_ok=True)
 
-    import papermill as pm
-
     # papermill passes only what differs from the notebook's None defaults
     injected = {"profile": profile, **{name: params[name] for name in (overrides or {})}}
-    staging = Path(tempfile.mkdtemp(prefix=f".{paper_id}-", suffix=".run", dir=out))
+    with io.staging(out, paper_id) as staging:  # a killed run's staging folder goes with the next run
+        return _execute(paper_id, profile, params, injected, source, staging, out, final, record, key, root,
+                        overwrite=overwrite, progress=progress, kernel_name=kernel_name)
+
+
+def _execute(paper_id, profile, params, injected, source, staging, out, final, record, key, root, *,
+             overwrite, progress, kernel_name) -> RunResult:
+    """:func:`run`'s execution in the staging folder ``staging``, and the move of its outputs into ``out``."""
+    import papermill as pm
+
     target = staging / f"{paper_id}.ipynb"
     started = time.perf_counter()
     try:
@@ -113,7 +120,6 @@ def run(paper_id: str, profile: str = "book", overrides: dict[str, Any] | None =
                                 cwd=str(source.parent), kernel_name=kernel_name, log_output=False)
     except BaseException as exc:  # includes KeyboardInterrupt: never leave a half-written result
         kept = _keep_failed(target, paper_id, profile)
-        shutil.rmtree(staging, ignore_errors=True)
         if isinstance(exc, KeyboardInterrupt):
             raise
         detail = getattr(exc, "ename", type(exc).__name__)
@@ -126,25 +132,22 @@ def run(paper_id: str, profile: str = "book", overrides: dict[str, Any] | None =
 
     wall = time.perf_counter() - started
     results = []
-    try:
-        _fold_parameters(target)
-        files = sorted((staging / "results").glob("*.json")) if (staging / "results").is_dir() else []
-        for file in files:  # check every target before moving any
-            io.check_target(out / "results" / file.name, overwrite=overwrite, inputs=(source,))
-        for file in files:
-            results.append(io.move_file(file, out / "results" / file.name, overwrite=overwrite, inputs=(source,)))
-        io.move_file(target, final, overwrite=overwrite, inputs=(source,))
-        finished = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-        from acl26 import provenance
+    _fold_parameters(target)
+    files = sorted((staging / "results").glob("*.json")) if (staging / "results").is_dir() else []
+    for file in files:  # check every target before moving any
+        io.check_target(out / "results" / file.name, overwrite=overwrite, inputs=(source,))
+    for file in files:
+        results.append(io.move_file(file, out / "results" / file.name, overwrite=overwrite, inputs=(source,)))
+    io.move_file(target, final, overwrite=overwrite, inputs=(source,))
+    finished = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    from acl26 import provenance
 
-        io.write_json(record, {
-            "paper": paper_id, "profile": profile, "params": params, "wall_s": round(wall, 1),
-            "finished": finished, "results": [p.name for p in results], "key": key,
-            "command": provenance.command(paper_id, profile, params), "git": provenance.git_state(root),
-            "machine": provenance.machine_facts(),
-        }, overwrite=overwrite)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    io.write_json(record, {
+        "paper": paper_id, "profile": profile, "params": params, "wall_s": round(wall, 1),
+        "finished": finished, "results": [p.name for p in results], "key": key,
+        "command": provenance.command(paper_id, profile, params), "git": provenance.git_state(root),
+        "machine": provenance.machine_facts(),
+    }, overwrite=overwrite)
     return RunResult(paper_id, profile, final, results, wall, params, "executed", key, finished)
 
 
