@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import math
+import re
 from pathlib import PurePath
 from typing import Any
 
@@ -67,14 +68,85 @@ def _type_path(obj) -> str:
     return f"{t.__module__}:{t.__qualname__}"
 
 
-def _import_type(path: str):
+#: how deep :func:`decode` follows nested containers before it refuses the evidence (real results nest
+#: about ten deep; a file that nests thousands deep is hostile, and would end in a RecursionError)
+MAX_DEPTH = 100
+#: the largest array, string or scalar :func:`decode` builds, in bytes (the evidence of a book profile
+#: is a few MB; a type wider than this is refused before it is allocated)
+MAX_BYTES = 1 << 30
+#: dimensions of an array (numpy allows 64)
+MAX_NDIM = 32
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_MODULE = re.compile(rf"acl26(?:\.{_NAME})*")
+_QUALNAME = re.compile(rf"{_NAME}(?:\.{_NAME})*")
+#: the dtype strings :func:`encode` writes: bool, integers, floats, complex (at most 16 bytes), dates and
+#: durations with their unit, and the fixed-width strings of numpy string scalars
+_DTYPE = re.compile(r"[<>|=]?(?:[biufc][0-9]{1,2}|[mM]8(?:\[[0-9]{0,6}[A-Za-z]{1,2}\])?|[US][0-9]{1,10})")
+
+
+def _import_type(path, kind: str):
+    """The class ``path`` (``module:qualname``) names, for evidence of ``kind``: only a class that acl26
+    defines in that module, reached through classes alone, and of the shape ``kind`` builds (a dataclass
+    for ``dataclass``, a tuple class with ``_fields`` for ``namedtuple``). Anything else, a function or
+    a module reached by name in particular, is an :class:`EvidenceError`: decoding never calls what a
+    file names."""
+    if not isinstance(path, str):
+        raise EvidenceError(f"{kind} evidence names its type with a {type(path).__name__}, not a string")
     module, _, qual = path.partition(":")
-    if not (module == "acl26" or module.startswith("acl26.")):
-        raise EvidenceError(f"evidence names a type outside acl26: {path}")
-    obj = importlib.import_module(module)
+    if not (_MODULE.fullmatch(module) and module.split(".")[0] == "acl26"):
+        raise EvidenceError(f"evidence names a type outside acl26: {path[:120]!r}")
+    if not _QUALNAME.fullmatch(qual) or any(part.startswith("__") for part in qual.split(".")):
+        raise EvidenceError(f"evidence names no class: {path[:120]!r}")
+    try:
+        obj = importlib.import_module(module)
+    except ImportError as exc:
+        raise EvidenceError(f"evidence names a module acl26 does not have: {module!r}") from exc
+    reached = []
     for part in qual.split("."):
-        obj = getattr(obj, part)
+        reached.append(part)
+        obj = vars(obj).get(part)  # no getattr: no module __getattr__, nothing inherited, no descriptors run
+        if not (isinstance(obj, type) and obj.__module__ == module and obj.__qualname__ == ".".join(reached)):
+            raise EvidenceError(f"evidence names {path[:120]!r}, which is not a class acl26 defines there")
+    if kind == "dataclass" and not dataclasses.is_dataclass(obj):
+        raise EvidenceError(f"evidence names {path!r} as a dataclass; it is not one")
+    if kind == "namedtuple" and not (issubclass(obj, tuple) and isinstance(getattr(obj, "_fields", None), tuple)):
+        raise EvidenceError(f"evidence names {path!r} as a named tuple; it is not one")
     return obj
+
+
+def _dtype(spec, kinds: str):
+    """The numpy dtype ``spec`` names, refused unless it is one :func:`encode` writes, of one of ``kinds``."""
+    import numpy as np
+
+    if not (isinstance(spec, str) and _DTYPE.fullmatch(spec)):
+        raise EvidenceError(f"evidence holds a dtype acl26 does not write: {str(spec)[:60]!r}")
+    dtype = np.dtype(spec)
+    if dtype.kind not in kinds:
+        raise EvidenceError(f"evidence holds a {dtype} where only kinds {kinds!r} are kept")
+    if dtype.itemsize > MAX_BYTES:
+        raise EvidenceError(f"evidence holds a dtype of {dtype.itemsize} bytes an item (at most {MAX_BYTES})")
+    return dtype
+
+
+def _shape(shape, count: int | None, itemsize: int) -> tuple[int, ...]:
+    """``shape`` checked: a list of sizes whose product is ``count`` items (the data the file holds) and
+    whose bytes stay under :data:`MAX_BYTES`."""
+    if not (isinstance(shape, list) and len(shape) <= MAX_NDIM
+            and all(type(n) is int and n >= 0 for n in shape)):
+        raise EvidenceError(f"evidence holds an array shape that is not a list of at most {MAX_NDIM} sizes")
+    total = math.prod(shape)
+    if total * max(itemsize, 1) > MAX_BYTES:
+        raise EvidenceError(f"evidence holds an array of {total} items of {itemsize} bytes (at most {MAX_BYTES} bytes)")
+    if count is not None and total != count:
+        raise EvidenceError(f"evidence holds an array of shape {tuple(shape)} with {count} items")
+    return tuple(shape)
+
+
+def _str(value, what: str) -> str:
+    if not isinstance(value, str):
+        raise EvidenceError(f"evidence holds a {type(value).__name__} as {what}, not a string")
+    return value
 
 
 def _float(x: float):
@@ -166,85 +238,131 @@ def _index(values, names):
     return pd.Index(values, name=names[0] if names else None)
 
 
-def decode(data: Any) -> Any:
-    """The object :func:`encode` was given."""
+def decode(data: Any, *, _depth: int = 0) -> Any:
+    """The object :func:`encode` was given.
+
+    ``data`` is untrusted (a results file anyone may have written): only the kinds :func:`encode`
+    writes are built, a dataclass or named tuple only when its type is a class acl26 defines (see
+    :func:`_import_type`), arrays only of the dtypes it writes and of the size the file's own data
+    has, and nothing nested deeper than :data:`MAX_DEPTH`. Anything else raises :class:`EvidenceError`
+    naming the kind; nothing a file names is ever called but those classes."""
     import numpy as np
 
+    if _depth > MAX_DEPTH:
+        raise EvidenceError(f"evidence nested more than {MAX_DEPTH} deep")
+    inner = _depth + 1
     if isinstance(data, list):
-        return [decode(v) for v in data]
+        return [decode(v, _depth=inner) for v in data]
     if not isinstance(data, dict):
         return data
     kind = data.get(TAG)
     if kind is None:
-        return {k: decode(v) for k, v in data.items()}
+        return {k: decode(v, _depth=inner) for k, v in data.items()}
     try:
         if kind == "float":
-            return float(data["value"])
+            return float(_str(data["value"], "a float"))
         if kind == "npscalar":
+            dtype = _dtype(data["dtype"], "biufcmMUS")
             if "array" in data:
-                return decode(data["array"])[0]
-            return np.dtype(data["dtype"]).type(decode(data["value"]))
+                arr = decode(data["array"], _depth=inner)
+                if not (isinstance(arr, np.ndarray) and arr.shape == (1,) and arr.dtype == dtype):
+                    raise EvidenceError(f"a numpy scalar's array is not one {dtype}")
+                return arr[0]
+            value = decode(data["value"], _depth=inner)
+            if not isinstance(value, (bool, int, float, str)):
+                raise EvidenceError(f"a numpy scalar holds a {type(value).__name__}")
+            return dtype.type(value)
         if kind == "ndarray" and "base64" in data:
             import base64
 
-            raw = base64.b64decode(data["base64"], validate=True)
-            return np.frombuffer(raw, dtype=np.dtype(data["dtype"])).reshape(data["shape"]).copy()
+            dtype = _dtype(data["dtype"], "biufcmM")
+            text = _str(data["base64"], "an array's bytes")
+            if len(text) * 3 // 4 > MAX_BYTES + 3:
+                raise EvidenceError(f"evidence holds an array over {MAX_BYTES} bytes")
+            raw = base64.b64decode(text, validate=True)
+            if len(raw) % dtype.itemsize:
+                raise EvidenceError(f"an array's {len(raw)} bytes are not whole items of {dtype}")
+            shape = _shape(data["shape"], len(raw) // dtype.itemsize, dtype.itemsize)
+            return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
         if kind == "ndarray":
-            items = [decode(x) for x in data["items"]]
-            dtype = np.dtype(data["dtype"]) if data["dtype"] != "object" else None
-            if dtype is None:
+            items = data["items"]
+            if not isinstance(items, list):
+                raise EvidenceError("an array's items are not a list")
+            if data["dtype"] == "object":
+                shape = _shape(data["shape"], len(items), 8)
                 arr = np.empty(len(items), dtype=object)
                 for i, v in enumerate(items):  # one by one: numpy would probe a sequence-like item
-                    arr[i] = v
-                return arr.reshape(data["shape"])
+                    arr[i] = decode(v, _depth=inner)
+                return arr.reshape(shape)
+            dtype = _dtype(data["dtype"], "biufcmM")
+            shape = _shape(data["shape"], len(items), dtype.itemsize)
+            items = [decode(x, _depth=inner) for x in items]
+            if not all(isinstance(x, (bool, int, float)) or dtype.kind == "c" and isinstance(x, list) for x in items):
+                raise EvidenceError(f"an array of {dtype} holds an item that is not a number")
             if dtype.kind in "mM":
-                return np.array(items, dtype=np.int64).view(dtype).reshape(data["shape"])
+                return np.array(items, dtype=np.int64).view(dtype).reshape(shape)
             if dtype.kind == "c":
-                return np.array([complex(re, im) for re, im in items], dtype=dtype).reshape(data["shape"])
-            return np.array(items, dtype=dtype).reshape(data["shape"])
+                return np.array([complex(re_, im) for re_, im in items], dtype=dtype).reshape(shape)
+            return np.array(items, dtype=dtype).reshape(shape)
         if kind == "dict":
-            return {_hashable(decode(k)): decode(v) for k, v in data["items"]}
+            return {_hashable(decode(k, _depth=inner)): decode(v, _depth=inner) for k, v in data["items"]}
         if kind == "tuple":
-            return tuple(decode(v) for v in data["items"])
+            return tuple(decode(v, _depth=inner) for v in data["items"])
         if kind == "set":
-            return {_hashable(decode(v)) for v in data["items"]}
+            return {_hashable(decode(v, _depth=inner)) for v in data["items"]}
         if kind == "frozenset":
-            return frozenset(_hashable(decode(v)) for v in data["items"])
+            return frozenset(_hashable(decode(v, _depth=inner)) for v in data["items"])
         if kind == "path":
             from pathlib import Path
 
-            return Path(data["value"])
+            return Path(_str(data["value"], "a path"))
         if kind == "namedtuple":
-            return _import_type(data["type"])(*[decode(v) for v in data["items"]])
+            cls = _import_type(data["type"], kind)
+            items = data["items"]
+            if not (isinstance(items, list) and len(items) == len(cls._fields)):
+                raise EvidenceError(f"{data['type']}: {len(cls._fields)} fields, the evidence gives "
+                                    f"{len(items) if isinstance(items, list) else 'no list'}")
+            return cls(*[decode(v, _depth=inner) for v in items])
         if kind == "dataclass":
-            return _import_type(data["type"])(**{k: decode(v) for k, v in data["fields"].items()})
+            cls = _import_type(data["type"], kind)
+            fields = data["fields"]
+            known = {f.name for f in dataclasses.fields(cls) if f.init}
+            if not (isinstance(fields, dict) and set(fields) <= known):
+                raise EvidenceError(f"{data['type']}: the evidence gives fields it does not have")
+            return cls(**{k: decode(v, _depth=inner) for k, v in fields.items()})
         if kind == "DataFrame":
             import pandas as pd
 
-            columns = decode(data["columns"])
-            cols = {i: decode(data["data"][str(i)]) for i in range(len(columns))}
+            columns = decode(data["columns"], _depth=inner)
+            cols = {i: decode(data["data"][str(i)], _depth=inner) for i in range(len(columns))}
             df = pd.DataFrame({i: cols[i] for i in range(len(columns))},
-                              index=_index(decode(data["index"]), decode(data["index_names"])))
-            names = decode(data["columns_names"])
+                              index=_index(decode(data["index"], _depth=inner), decode(data["index_names"], _depth=inner)))
+            names = decode(data["columns_names"], _depth=inner)
             df.columns = (pd.MultiIndex.from_tuples([tuple(c) for c in columns], names=names) if len(names) > 1
                           else pd.Index(columns, name=names[0] if names else None))
             return df
         if kind == "Series":
             import pandas as pd
 
-            return pd.Series(decode(data["values"]), index=_index(decode(data["index"]), decode(data["index_names"])),
-                             name=decode(data["name"]))
+            return pd.Series(decode(data["values"], _depth=inner),
+                             index=_index(decode(data["index"], _depth=inner), decode(data["index_names"], _depth=inner)),
+                             name=decode(data["name"], _depth=inner))
         if kind == "tensor":
             import torch
 
-            return torch.from_numpy(np.ascontiguousarray(decode(data["array"])))
+            arr = decode(data["array"], _depth=inner)
+            if not (isinstance(arr, np.ndarray) and arr.dtype.kind in "biufc"):
+                raise EvidenceError("a tensor's evidence is not a numeric array")
+            return torch.from_numpy(np.ascontiguousarray(arr))
         if kind == "omitted":
-            return Omitted(data["type"], data["where"])
+            return Omitted(_str(data["type"], "a type name"), _str(data["where"], "a place"))
     except EvidenceError:
         raise
-    except (KeyError, TypeError, ValueError, AttributeError, ImportError) as exc:
-        raise EvidenceError(f"malformed evidence of kind {kind!r}: {type(exc).__name__}: {exc}") from exc
-    raise EvidenceError(f"unknown evidence kind {kind!r}")
+    except (KeyError, TypeError, ValueError, AttributeError, ImportError, IndexError, OverflowError,
+            RecursionError, MemoryError) as exc:
+        raise EvidenceError(f"malformed evidence of kind {str(kind)[:40]!r}: {type(exc).__name__}: "
+                            f"{str(exc)[:200]}") from exc
+    raise EvidenceError(f"unknown evidence kind {str(kind)[:40]!r}")
 
 
 def _reads_key(name: str):

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import re
 import shlex
 import subprocess
@@ -86,19 +87,39 @@ def write_manifest(executed: str | Path, *, overwrite: bool = False) -> Path:
     return io.write_json(Path(executed) / MANIFEST, manifest(executed), overwrite=overwrite)
 
 
+#: the largest manifest, and the largest results file, ``acl26 verify`` reads (a book profile's results
+#: are a few MB); any file it hashes is at most :data:`MAX_HASHED`
+MAX_MANIFEST = 16 << 20
+MAX_RESULTS = 64 << 20
+MAX_HASHED = 1 << 30
+#: the most files a manifest may list
+MAX_LISTED = 10_000
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
 def rederive(result: dict) -> dict[str, tuple[tuple[str, str], tuple[str, str]]]:
     """``{claim id: ((saved verdict, saved value), (verdict, value) decided again)}`` for one results file's
     claims, from its evidence with the current ``record_claims`` (values as JSON text; raises
-    :class:`acl26.evidence.EvidenceError` where the evidence cannot be read)."""
+    :class:`acl26.evidence.EvidenceError` where the evidence cannot be read, or the file does not hold
+    what a results file holds)."""
     from acl26 import evidence
 
+    if not isinstance(result, dict):
+        raise evidence.EvidenceError(f"it holds a JSON {type(result).__name__}, not a results object")
     if "evidence" not in result:
         raise evidence.EvidenceError("it holds no evidence (written before acl26 saved it): run the notebook again")
-    chapter = registry.get(result["paper"])
-    ledger = claims.Ledger(chapter.id, result["profile"], list(chapter.claims), result.get("params"))
+    paper, profile, params, rows = (result.get(k) for k in ("paper", "profile", "params", "claims"))
+    if not (isinstance(paper, str) and registry.canonical(paper) in registry.CHAPTERS):
+        raise evidence.EvidenceError(f"its 'paper' {str(paper)[:60]!r} is not a chapter of this book")
+    if not isinstance(profile, str) or not isinstance(params, (dict, type(None))):
+        raise evidence.EvidenceError("its 'profile' is not a string or its 'params' not an object")
+    if not (isinstance(rows, list) and all(isinstance(c, dict) and isinstance(c.get("id"), str) for c in rows)):
+        raise evidence.EvidenceError("its 'claims' is not a list of claim rows with an 'id'")
+    chapter = registry.get(paper)
+    ledger = claims.Ledger(chapter.id, profile, list(chapter.claims), params)
     chapter.record_claims(ledger, evidence.decode(result["evidence"]))
     again = {cid: (e.holds, _json(e.ours)) for cid, e in ledger.entries.items()}
-    saved = {c["id"]: (c["holds?"], _json(c.get("value"))) for c in result["claims"]}
+    saved = {c["id"]: (str(c.get("holds?")), _json(c.get("value"))) for c in rows}
     absent = ("absent", "null")
     return {cid: (saved.get(cid, absent), again.get(cid, absent)) for cid in dict.fromkeys([*saved, *again])}
 
@@ -107,7 +128,10 @@ def _json(value) -> str:
     """``value`` as the results file writes it (so a value read back compares equal to one computed)."""
     import json
 
-    return json.dumps(json.loads(json.dumps(value, default=io._json_default)), sort_keys=True)
+    try:
+        return json.dumps(json.loads(json.dumps(value, default=io._json_default)), sort_keys=True)
+    except (TypeError, ValueError, RecursionError):  # a value no results file can hold
+        return repr(type(value).__name__)
 
 
 class Verified(NamedTuple):
@@ -116,35 +140,151 @@ class Verified(NamedTuple):
     files: int  # files the manifest lists
 
 
+def _inside(executed: Path, rel) -> Path | str:
+    """The file the manifest key ``rel`` names inside ``executed``, or why it names none: a key must be a
+    relative path of the kinds :data:`COVERED` lists, without ``..``, reached through real folders only
+    (no symbolic link on the way, checked with ``lstat``)."""
+    import fnmatch
+    import stat
+
+    if not isinstance(rel, str) or not rel or len(rel) > 255 or "\\" in rel or "\x00" in rel:
+        return "not a relative file name"
+    parts = rel.split("/")
+    if rel.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        return "not a path inside the book (absolute, or with '..' or empty parts)"
+    if not any(fnmatch.fnmatchcase(rel, pat) and len(parts) == len(pat.split("/")) for pat in COVERED):
+        return f"not a file the manifest covers ({', '.join(COVERED)})"
+    path = executed
+    for i, part in enumerate(parts):
+        path = path / part
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return "missing"
+        except OSError as exc:
+            return f"unreadable ({exc.strerror})"
+        last = i == len(parts) - 1
+        if stat.S_ISLNK(st.st_mode):
+            return "a symbolic link; verify reads only the book's own files"
+        if not last and not stat.S_ISDIR(st.st_mode):
+            return f"{part!r} on its way is not a folder"
+        if last and not stat.S_ISREG(st.st_mode):
+            return "not a regular file"
+        if last and st.st_size > MAX_HASHED:
+            return f"{st.st_size} bytes, more than the {MAX_HASHED} verify reads"
+    return path
+
+
+def _hash(path: Path) -> str:
+    """sha256 of the regular file ``path``, opened without following a link or blocking on a FIFO."""
+    import hashlib
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_HASHED:
+            raise OSError(22, "not a regular file of at most the size verify reads", str(path))
+        h = hashlib.sha256()
+        left = MAX_HASHED + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            h.update(chunk)
+            left -= len(chunk)
+        return h.hexdigest()
+    finally:
+        os.close(fd)
+
+
+def _unlisted(executed: Path, listed: set[str]) -> list[str]:
+    """Problems with what is in the book beside the manifest: files of the covered kinds it does not list,
+    and symbolic links or other non-files where those files go (named, never followed)."""
+    import fnmatch
+    import stat
+
+    problems = []
+    for folder in dict.fromkeys(pat.rpartition("/")[0] for pat in COVERED):
+        where = executed / folder if folder else executed
+        if folder:
+            try:
+                st = os.lstat(where)
+            except FileNotFoundError:
+                continue
+            if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+                problems.append(f"{where}: {'a symbolic link' if stat.S_ISLNK(st.st_mode) else 'not a folder'} "
+                                "where the book keeps its files; verify reads only the book's own files")
+                continue
+        try:
+            entries = sorted(os.scandir(where), key=lambda e: e.name)
+        except OSError as exc:
+            problems.append(f"{where}: cannot be listed ({exc.strerror})")
+            continue
+        for entry in entries[:MAX_LISTED + 1]:
+            rel = f"{folder}/{entry.name}" if folder else entry.name
+            if not any(fnmatch.fnmatchcase(rel, pat) and rel.count("/") == pat.count("/") for pat in COVERED):
+                continue
+            mode = entry.stat(follow_symlinks=False).st_mode
+            if stat.S_ISLNK(mode):
+                problems.append(f"{entry.path}: a symbolic link; verify reads only the book's own files")
+            elif not stat.S_ISREG(mode):
+                problems.append(f"{entry.path}: not a regular file")
+            elif rel not in listed:
+                problems.append(f"{entry.path}: not in the manifest (added since the book was built)")
+    return problems
+
+
 def verify(executed: str | Path) -> Verified:
     """Every problem found in the executed book at ``executed``, the number of verdicts decided again and of
-    files the manifest lists. See the module docstring."""
+    files the manifest lists. See the module docstring.
+
+    The folder is untrusted (a book someone else built): only the files its manifest lists are read,
+    each a regular file inside the folder reached without a symbolic link, of bounded size; only
+    results files it lists are decoded, by :func:`acl26.evidence.decode`, which builds nothing but
+    plain data and acl26's own classes. A FIFO, a device or a link is named as a problem, never read."""
     from acl26 import evidence
 
     executed = Path(executed)
     problems: list[str] = []
     try:
-        listed = io.read_json(executed / MANIFEST)["files"]
-        if not isinstance(listed, dict):
-            raise TypeError("'files' is not an object")
+        listed = io.read_json(executed / MANIFEST, max_bytes=MAX_MANIFEST, follow_symlinks=False)
+        if not isinstance(listed, dict) or not isinstance(listed.get("files"), dict):
+            raise TypeError("'files' is not an object" if isinstance(listed, dict) else "not a JSON object")
+        listed = listed["files"]
+        if len(listed) > MAX_LISTED:
+            raise ValueError(f"it lists {len(listed)} files, more than the {MAX_LISTED} a book has")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"
         return Verified([f"{executed / MANIFEST}: no usable manifest ({why}); `acl26 book` writes it"], 0, 0)
+    found: dict[str, Path] = {}
     for rel, digest in listed.items():
-        path = executed / rel
-        if not path.is_file():
-            problems.append(f"{path}: listed in the manifest, missing")
-        elif sha256(path) != digest:
-            problems.append(f"{path}: sha256 differs from the manifest's (changed since the book was built)")
-    for path in _files(executed):
-        if path.relative_to(executed).as_posix() not in listed:
-            problems.append(f"{path}: not in the manifest (added since the book was built)")
-    checked = 0
-    for path in sorted(executed.glob("results/*.json")):
+        where = _inside(executed, rel)
+        if isinstance(where, str):
+            shown = executed / rel if where == "missing" else f"{executed / MANIFEST}: the entry {str(rel)[:120]!r}"
+            problems.append(f"{shown}: listed in the manifest, missing" if where == "missing"
+                            else f"{shown} is {where}; nothing was read there")
+            continue
+        if not (isinstance(digest, str) and _DIGEST.fullmatch(digest)):
+            problems.append(f"{where}: the manifest's sha256 for it is not 64 hex digits")
+            continue
         try:
-            result = io.read_json(path)
+            actual = _hash(where)
+        except OSError as exc:
+            problems.append(f"{where}: cannot be read ({exc.strerror})")
+            continue
+        found[rel] = where
+        if actual != digest:
+            problems.append(f"{where}: sha256 differs from the manifest's (changed since the book was built)")
+    problems += _unlisted(executed, {r for r in listed if isinstance(r, str)})
+    checked = 0
+    for rel in sorted(r for r in found if r.startswith("results/")):
+        path = found[rel]
+        try:
+            result = io.read_json(path, max_bytes=MAX_RESULTS, follow_symlinks=False)
         except (OSError, ValueError) as exc:
-            problems.append(f"{path}: not a usable results file ({type(exc).__name__}: {exc})")
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"
+            problems.append(f"{path}: not a usable results file ({why})")
             continue
         try:
             pairs = rederive(result)
@@ -173,37 +313,102 @@ def box_name(paper: str) -> str:
     return f"run-{paper}.md"
 
 
-def run_box(paper: str, executed: str | Path, profile: str = "book") -> str:
-    """The MyST text of a chapter's folded "Run this yourself" box, from its run record and files."""
-    executed = Path(executed)
+_HEX = re.compile(r"[0-9a-f]{7,64}")
+_PARAM = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _plain(value, limit: int = 200) -> str:
+    """``value`` as plain text inside a MyST table cell: control characters dropped, HTML and Markdown
+    punctuation escaped (a run record is data, and none of it may become markup)."""
+    import html
+
+    text = "".join(ch if ch.isprintable() else " " for ch in str(value))[:limit]
+    text = html.escape(text, quote=False)
+    return re.sub(r"([\\`*_{}\[\]()#+!|~$:^-])", r"\\\1", text)
+
+
+def _run_problem(run: dict, paper: str) -> str | None:
+    """What in the run record ``run`` the box cannot show as it is (None: nothing)."""
+    import math
+
+    params, git, mach = run.get("params", {}), run.get("git"), run.get("machine")
+    if not (isinstance(params, dict) and all(isinstance(k, str) and _PARAM.fullmatch(k) for k in params)):
+        return "'params' is not an object of parameter names"
     try:
-        run = io.read_json(executed / "runs" / f"{paper}.json")
+        for v in params.values():
+            _json(v)
+            if "\n" in repr(v):
+                return "a parameter's value spans lines"
+    except RecursionError:
+        return "a parameter's value is nested too deeply"
+    if run.get("key") is not None and not (isinstance(run["key"], str) and _HEX.fullmatch(run["key"])):
+        return "'key' is not a hex digest"
+    if git is not None and not (isinstance(git, dict) and isinstance(git.get("commit"), str)
+                                and _HEX.fullmatch(git["commit"]) and isinstance(git.get("dirty"), bool)):
+        return "'git' is not {commit: hex, dirty: true/false}"
+    if mach is not None and not (isinstance(mach, dict) and isinstance(mach.get("cpu", ""), str)
+                                 and type(mach.get("cores", 0)) is int
+                                 and isinstance(mach.get("bf16_native", False), bool)):
+        return "'machine' is not {cpu: text, cores: integer, bf16_native: true/false}"
+    wall = run.get("wall_s", 0)
+    if not (isinstance(wall, (int, float)) and not isinstance(wall, bool) and math.isfinite(wall) and wall >= 0):
+        return "'wall_s' is not a number of seconds"
+    try:
+        _dt.datetime.fromisoformat(str(run.get("finished", "2000-01-01")))
+    except ValueError:
+        return "'finished' is not an ISO date and time"
+    return None
+
+
+def _fence(text: str) -> str:
+    """A backtick fence longer than any run of backticks in ``text`` (so nothing in it can close it)."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def run_box(paper: str, executed: str | Path, profile: str = "book") -> str:
+    """The MyST text of a chapter's folded "Run this yourself" box, from its run record and files.
+
+    The record is data: every field is checked for what the box shows (a record with a field of another
+    type or shape raises :class:`acl26.errors.RunError` naming the file and the run that remakes it),
+    and free text (the CPU's name) is escaped, so a tampered record cannot put markup into the page."""
+    from acl26.errors import RunError
+
+    executed = Path(executed)
+    record = executed / "runs" / f"{paper}.json"
+    try:
+        run = io.read_json(record)
     except (OSError, ValueError):
         run = None
     head = ":::{admonition} Run this yourself\n:class: dropdown tip\n\n"
     if not isinstance(run, dict) or run.get("profile") != profile:
         return head + f"This chapter has not been run with the `{profile}` profile yet: `acl26 run {paper}`.\n:::\n"
-    cmd = command(paper, run["profile"], run.get("params", {}), sep=" \\\n  ")
+    why = _run_problem(run, paper)
+    if why:
+        raise RunError(f"{record}: not a usable run record: {why}; remake it with `acl26 run {paper}` (add --force "
+                       f"if it was edited)")
+    cmd = command(paper, profile, run.get("params", {}), sep=" \\\n  ")
     git = run.get("git")
     mach = run.get("machine") or {}
-    rows = [("cache key", f"`{run.get('key', '')}`" if run.get("key") else "—"),
+    rows = [("cache key", f"`{run['key']}`" if run.get("key") else "—"),
             ("git commit", (f"`{git['commit']}`, " + ("with uncommitted changes (dirty tree)" if git["dirty"]
                                                      else "clean tree")) if git
              else "not run from a git checkout" if "git" in run else "not recorded (run before acl26 kept it)"),
-            ("machine", (f"{mach.get('cpu', 'unknown CPU')}, {mach.get('cores', '?')} cores, bf16 "
+            ("machine", (f"{_plain(mach.get('cpu', 'unknown CPU'))}, {mach.get('cores', '?')} cores, bf16 "
                          f"{'native' if mach.get('bf16_native') else 'not native'}") if mach else "not recorded"),
-            ("finished (UTC)", f"{run.get('finished', '—')}, after {run.get('wall_s', 0):.0f} s")]
+            ("finished (UTC)", f"{_plain(run.get('finished', '—'))}, after {run.get('wall_s', 0):.0f} s")]
     for label, rel in (("executed notebook", f"{paper}.ipynb"),
-                       ("results JSON", f"results/{paper}-{run['profile']}.json")):
+                       ("results JSON", f"results/{paper}-{profile}.json")):
         path = executed / rel
-        if path.is_file():
+        if path.is_file() and not path.is_symlink():
             rows.append((label, f"{{download}}`{Path(rel).name} </{_book_path(executed, path)}>` "
                                 f"(sha256 `{sha256(path)}`)"))
         else:
             rows.append((label, "missing"))
     table = "| | |\n|---|---|\n" + "".join(f"| {a} | {b} |\n" for a, b in rows)
+    fence = _fence(cmd)
     return (head + "Every parameter of this run, resolved (the profile's values and any override):\n\n"
-            f"```bash\n{cmd}\n```\n\n{table}\n"
+            f"{fence}bash\n{cmd}\n{fence}\n\n{table}\n"
             "`acl26 verify` hashes the executed notebooks and results again against the book's manifest and "
             "decides every verdict again from the saved results.\n:::\n")
 

@@ -335,7 +335,7 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
         resumed_from = 0
         if use_cache and ckpt.is_file():
             try:
-                state = torch.load(ckpt, weights_only=False)
+                state = torch.load(ckpt, weights_only=True)  # tensors and plain data only: nothing a file names is run
             except Exception as exc:  # noqa: BLE001 - a truncated or garbled checkpoint
                 raise cache_entry_error(partial, exc, file=ckpt, what=f"training checkpoint of {name!r}") from exc
             if state.get("key") == key:

@@ -332,3 +332,29 @@ def test_save_trainable_refuses_bad_arguments_and_a_mismatched_entry(cache, bloc
         training.train(tiny_dense(), cfg, tr, va, name="y", data_fingerprint="t", init=layer0_only,
                        save="trainable", progress=False)
     assert r.folder.is_dir()  # reported, and left for the user to remove
+
+
+class _Runs:
+    """A pickle that runs a command when loaded (what ``torch.load(weights_only=False)`` would do)."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_checkpoint_that_names_code_is_a_damaged_cache_entry_and_runs_nothing(cache, blocks, tmp_path):
+    tr, va = blocks
+    training.train(tiny_moe(), TC, tr, va, name="m", data_fingerprint="f", progress=False, stop_after=5)
+    (ckpt,) = (cache / "models").rglob("last.pt")
+    marker = tmp_path / "pwned"
+    torch.save({"key": "x", "payload": _Runs(marker)}, ckpt)
+    from acl26 import io
+
+    io._record(ckpt, io._signature(ckpt.stat()))  # its ledger entry forged too: only the load itself can refuse
+    from acl26.errors import CacheError
+
+    with pytest.raises(CacheError, match="last.pt"):
+        training.train(tiny_moe(), TC, tr, va, name="m", data_fingerprint="f", progress=False)
+    assert not marker.exists()

@@ -1,0 +1,431 @@
+"""Files acl26 did not just write are untrusted input (issue 38): the evidence codec builds only what it
+knows, `acl26 verify` reads only the book's own regular files, the run box turns no record into markup,
+JSON readers refuse FIFOs, devices and deep nesting, writers take turns on a folder's ledger, a full disk is
+reported with its path, and a killed run's staging folders go with the next run."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from acl26 import claims as C
+from acl26 import cli, evidence, io, provenance, registry
+from acl26.errors import RunError
+
+from cases import all_cases
+
+T = evidence.TAG
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _py(code: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+    """``code`` in a fresh interpreter; ``timeout`` is only a safety net for the old code, which hung."""
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=timeout, **kw)
+
+
+# ---- the evidence codec
+
+
+def _hostile(marker: Path) -> list[dict]:
+    """Entries whose decoding ran a shell command or a function before (each would create ``marker``)."""
+    cmd = f"touch {marker}"
+    return [
+        {T: "namedtuple", "type": "acl26.sweep:os.system", "items": [cmd]},
+        {T: "dataclass", "type": "acl26.sweep:subprocess.run", "fields": {"args": ["touch", str(marker)]}},
+        {T: "namedtuple", "type": "acl26.provenance:subprocess.getoutput", "items": [cmd]},
+        {T: "dataclass", "type": "acl26.io:Path.touch", "fields": {}},
+    ]
+
+
+def test_decoding_never_calls_what_a_file_names(tmp_path):
+    marker = tmp_path / "pwned"
+    for entry in _hostile(marker):
+        with pytest.raises(evidence.EvidenceError):
+            evidence.decode({"x": [entry]})
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("entry", [
+    {T: "dataclass", "type": "acl26.io:Path", "fields": {}},  # a class, but not one acl26 defines there
+    {T: "dataclass", "type": "acl26.io:write_text", "fields": {"path": "x", "text": "y"}},  # a function of acl26's
+    {T: "namedtuple", "type": "acl26.stats:Interval", "items": [1, 0, 2, 0.95, "t", 3]},  # not a named tuple
+    {T: "dataclass", "type": "acl26.kernels.tokmerge:Cut", "fields": {}},  # a named tuple, not a dataclass
+    {T: "dataclass", "type": "acl26.stats:Interval.__init__.__globals__", "fields": {}},
+    {T: "dataclass", "type": "acl26..stats:Interval", "fields": {}},
+    {T: "dataclass", "type": "numpy:ndarray", "fields": {}},
+    {T: "dataclass", "type": ["acl26.stats", "Interval"], "fields": {}},
+])
+def test_only_acl26s_own_classes_of_the_right_kind_are_built(entry):
+    with pytest.raises(evidence.EvidenceError):
+        evidence.decode(entry)
+
+
+def test_acl26s_own_dataclasses_and_named_tuples_still_read_back():
+    from acl26 import stats
+    from acl26.kernels.tokmerge import Cut
+
+    obj = {"iv": stats.Interval(1.0, 0.5, 1.5, 0.95, "t over seeds", 3), "cut": Cut(*range(len(Cut._fields)))}
+    back = evidence.decode(json.loads(json.dumps(evidence.encode(obj))))
+    assert back == obj
+
+
+@pytest.mark.parametrize("entry", [
+    {T: "ndarray", "dtype": "<U50000000", "shape": [3], "items": ["a", "b", "c"]},  # 600 MB from 96 bytes before
+    {T: "ndarray", "dtype": "(100000,100000)f8", "shape": [1], "base64": ""},
+    {T: "ndarray", "dtype": "V1000000000", "shape": [1], "base64": ""},
+    {T: "ndarray", "dtype": {"names": ["a"], "formats": ["f8"]}, "shape": [1], "items": [1.0]},
+    {T: "ndarray", "dtype": "<f8", "shape": [10 ** 12], "base64": ""},
+    {T: "ndarray", "dtype": "<f8", "shape": [4], "base64": "AAAAAAAAAAA="},  # one item, shape of four
+    {T: "ndarray", "dtype": "<f8", "shape": [1] * 40, "base64": "AAAAAAAAAAA="},
+    {T: "ndarray", "dtype": "<f8", "shape": [True], "base64": "AAAAAAAAAAA="},
+    {T: "ndarray", "dtype": "<i8", "shape": [2], "items": [1, "x"]},
+    {T: "ndarray", "dtype": "object", "shape": [10 ** 9], "items": []},
+    {T: "npscalar", "dtype": "O", "value": 1},
+    {T: "tensor", "array": {T: "ndarray", "dtype": "object", "shape": [1], "items": [1]}},
+    {T: "float", "value": ["1.0"]},
+    {T: "omitted", "type": 3, "where": "x"},
+])
+def test_sizes_and_dtypes_are_checked_before_anything_is_allocated(entry):
+    with pytest.raises(evidence.EvidenceError):
+        evidence.decode(entry)
+
+
+def test_deep_nesting_is_an_evidence_error_not_a_recursion_error():
+    data: dict = {}
+    inner = data
+    for _ in range(5000):
+        inner["a"] = [{}]
+        inner = inner["a"][0]
+    with pytest.raises(evidence.EvidenceError, match="nested"):
+        evidence.decode(data)
+    tagged = {T: "tuple", "items": []}
+    for _ in range(5000):
+        tagged = {T: "tuple", "items": [tagged]}
+    with pytest.raises(evidence.EvidenceError, match="nested"):
+        evidence.decode(tagged)
+
+
+# ---- reading JSON
+
+
+def test_read_json_refuses_a_fifo_and_a_device_at_once(tmp_path):
+    fifo = tmp_path / "results.json"
+    os.mkfifo(fifo)
+    proc = _py(f"""
+        from acl26 import io
+        for p in ({str(fifo)!r}, "/dev/zero"):
+            try:
+                io.read_json(p)
+            except OSError as exc:
+                print(exc.filename, exc.strerror)
+        """, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith(str(fifo)) and "not a regular file" in lines[0]
+    assert lines[1].startswith("/dev/zero") and "not a regular file" in lines[1]
+
+
+def test_read_json_caps_the_size_and_turns_deep_nesting_into_a_value_error(tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        io.read_json(deep)
+    with pytest.raises(OSError, match="more than the 10"):
+        io.read_json(deep, max_bytes=10)
+    link = tmp_path / "link.json"
+    link.symlink_to(deep)
+    with pytest.raises(OSError, match="symbolic link"):
+        io.read_json(link, follow_symlinks=False)
+
+
+# ---- acl26 verify
+
+
+CASES = all_cases()
+
+
+@pytest.fixture()
+def book(tmp_path, monkeypatch):
+    """A tiny executed book (LoPT's synthetic results with their evidence), and a folder outside it."""
+    executed = tmp_path / "executed"
+    monkeypatch.setenv("ACL26_OUT", str(executed))
+    ch = registry.get("lopt")
+    ledger = C.Ledger(ch.id, "book", list(ch.claims))
+    res = CASES["lopt"][0]()
+    ch.record_claims(ledger, res)
+    ledger.save(evidence=res)
+    io.write_text(executed / "lopt.ipynb", "{}")
+    provenance.write_manifest(executed)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    return executed, outside
+
+
+def _manifest(executed: Path, files: dict) -> None:
+    (executed / provenance.MANIFEST).write_text(json.dumps({"written": "now", "files": files}))
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _hostile_results(path: Path, marker: Path) -> None:
+    data = json.loads(path.read_text())
+    data["evidence"]["speedup"] = _hostile(marker)[0]
+    path.write_text(json.dumps(data))
+
+
+def test_verify_decodes_no_results_file_the_manifest_does_not_list(book, capsys):
+    executed, outside = book
+    marker = outside / "pwned"
+    planted = executed / "results" / "lopt-smoke.json"
+    planted.write_text((executed / "results" / "lopt-book.json").read_text())
+    _hostile_results(planted, marker)
+    assert cli.main(["verify", str(executed)]) == 2
+    out = capsys.readouterr().out
+    assert "lopt-smoke.json: not in the manifest" in out and not marker.exists()
+    assert "lopt-smoke.json: verdicts" not in out
+
+
+def test_verify_runs_nothing_a_listed_results_file_names(book, capsys):
+    executed, outside = book
+    marker = outside / "pwned"
+    _hostile_results(executed / "results" / "lopt-book.json", marker)
+    provenance.write_manifest(executed, overwrite=True)
+    assert cli.main(["verify", str(executed)]) == 2
+    err = capsys.readouterr().err
+    assert "lopt-book.json: verdicts cannot be decided again" in err and "not a class acl26 defines" in err
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("key", ["../outside/secret.json", "/etc/hostname", "results/../../outside/secret.json",
+                                 "results/./lopt-book.json", "secret.txt", "runs/a/b.json", ""])
+def test_verify_reads_nothing_outside_its_folder_through_the_manifest(book, capsys, key):
+    executed, outside = book
+    secret = outside / "secret.json"
+    secret.write_text("{}")
+    target = Path("/etc/hostname") if key == "/etc/hostname" else secret
+    files = json.loads((executed / provenance.MANIFEST).read_text())["files"]
+    files[key] = _sha(target) if target.is_file() else "0" * 64  # the right digest: no hash oracle either
+    _manifest(executed, files)
+    assert cli.main(["verify", str(executed)]) == 2
+    out = capsys.readouterr().out
+    assert f"the entry {key!r}" in out and "nothing was read there" in out
+
+
+def test_verify_follows_no_symbolic_link(book, capsys):
+    executed, outside = book
+    (outside / "nb.ipynb").write_text("{}")
+    (executed / "lopt.ipynb").unlink()
+    (executed / "lopt.ipynb").symlink_to(outside / "nb.ipynb")  # same bytes, same digest: was accepted
+    (outside / "runs").mkdir()
+    (outside / "runs" / "lopt.json").write_text("{}")
+    (executed / "runs").symlink_to(outside / "runs")
+    assert cli.main(["verify", str(executed)]) == 2
+    out = capsys.readouterr().out
+    assert "the entry 'lopt.ipynb' is a symbolic link" in out
+    assert f"{executed / 'runs'}: a symbolic link where the book keeps its files" in out
+
+
+def test_a_hostile_folder_ends_in_one_line_in_seconds(book):
+    executed, outside = book
+    results = executed / "results"
+    (results / "lopt-book.json").unlink()
+    os.mkfifo(results / "lopt-book.json")  # listed in the manifest: was opened and read, and hung
+    os.mkfifo(results / "x.json")
+    (results / "zero.json").symlink_to("/dev/zero")
+    proc = subprocess.run([str(Path(sys.executable).parent / "acl26"), "verify", str(executed)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    err = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(err) == 1 and err[0].startswith("acl26: error: ") and str(executed) in err[0]
+    assert "the entry 'results/lopt-book.json' is not a regular file" in proc.stdout
+    assert "x.json: not a regular file" in proc.stdout and "zero.json: a symbolic link" in proc.stdout
+
+
+def test_verify_names_a_manifest_that_is_not_a_regular_file(book):
+    executed, _ = book
+    (executed / provenance.MANIFEST).unlink()
+    os.mkfifo(executed / provenance.MANIFEST)  # was opened and read: it hung
+    proc = subprocess.run([str(Path(sys.executable).parent / "acl26"), "verify", str(executed)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "MANIFEST.json: no usable manifest (not a regular file" in proc.stderr
+
+
+@pytest.mark.parametrize("change", [
+    lambda d: d.update(paper="../../etc"), lambda d: d.update(paper=["lopt"]), lambda d: d.update(claims="x"),
+    lambda d: d.update(params=[1]), lambda d: d.update(evidence=[[[[]]]] * 2),
+])
+def test_verify_names_a_results_file_of_the_wrong_shape(book, capsys, change):
+    executed, _ = book
+    path = executed / "results" / "lopt-book.json"
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+    provenance.write_manifest(executed, overwrite=True)
+    assert cli.main(["verify", str(executed)]) == 2
+    err = capsys.readouterr().err
+    assert "lopt-book.json" in err and "internal error" not in err
+
+
+# ---- the run box
+
+
+def _run_record(executed: Path, **fields) -> Path:
+    record = {"paper": "lopt", "profile": "book", "params": {"seed": 0}, "wall_s": 12.0,
+              "finished": "2026-12-06T00:00:00+00:00", "key": "0123456789abcdef",
+              "git": {"commit": "a" * 40, "dirty": False},
+              "machine": {"cpu": "Intel(R) Xeon(R)", "cores": 2, "bf16_native": True}}
+    record.update(fields)
+    path = executed / "runs" / "lopt.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record))
+    return path
+
+
+def test_the_run_box_turns_no_record_field_into_markup(tmp_path):
+    _run_record(tmp_path, machine={"cpu": "<script>alert(1)</script> | `x` {raw}`html`", "cores": 2,
+                                   "bf16_native": False},
+                params={"seed": "```\n<script>alert(2)</script>", "texts": ["a`b"]})
+    box = provenance.run_box("lopt", tmp_path)
+    assert "<script>alert(1)" not in box and "{raw}`" not in box  # the table's text is escaped
+    fence = box.split("bash\n")[0].rsplit("\n", 1)[-1]
+    assert set(fence) == {"`"} and len(fence) >= 4  # longer than any backtick run in the command
+    assert box.count(fence) == 2  # what the command holds stays inside its code block, as text
+
+
+@pytest.mark.parametrize("fields", [
+    {"git": "abc"}, {"git": {"commit": "<b>x</b>", "dirty": False}}, {"machine": ["cpu"]},
+    {"machine": {"cpu": "x", "cores": "2"}}, {"wall_s": "12"}, {"wall_s": float("nan")}, {"key": "`rm`"},
+    {"params": {"a\n```\n<script>": 1}}, {"params": ["seed"]}, {"finished": "soon"},
+])
+def test_the_run_box_refuses_a_record_of_the_wrong_shape_in_one_line(tmp_path, fields):
+    path = _run_record(tmp_path, **fields)
+    with pytest.raises(RunError, match=f"{path}: not a usable run record.*acl26 run lopt"):
+        provenance.run_box("lopt", tmp_path)
+
+
+# ---- the ownership ledger under concurrent writers
+
+
+def test_concurrent_writers_into_one_folder_lose_no_ledger_entry(tmp_path):
+    code = """
+        import sys
+        from acl26 import io
+        for i in range(150):
+            io.write_text(f"{sys.argv[1]}/{sys.argv[2]}-{i}.txt", "x")
+        """
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), str(tmp_path), tag]) for tag in "abc"]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0, 0]
+    files = sorted(tmp_path.glob("*.txt"))
+    assert len(files) == 450
+    foreign = [f.name for f in files if not io.owned_file(f)]
+    assert foreign == []
+
+
+# ---- a full disk names the file
+
+
+def test_a_write_error_without_a_file_name_names_the_target(tmp_path, monkeypatch):
+    import errno
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    target = tmp_path / "out" / "table.json"
+    with pytest.raises(OSError) as info:
+        io.write_json(target, {"a": 1})
+    assert info.value.errno == errno.ENOSPC and info.value.filename == str(target)
+    assert cli.one_line(info.value).startswith(f"{target}: No space left on device")
+    assert not target.exists()
+    with pytest.raises(OSError) as info:
+        with io.atomic_dir(tmp_path / "folder") as tmp:
+            (tmp / "f").write_text("x")
+            os.fsync(0)
+    assert info.value.filename == str(tmp_path / "folder")
+
+
+# ---- staging folders a killed process left
+
+
+def _killed_inside(code_inside: str, tmp_path: Path) -> None:
+    code = f"""
+        import os, signal
+        from pathlib import Path
+        from acl26 import io
+        {code_inside}
+        """
+    proc = _py(code, cwd=tmp_path)
+    assert proc.returncode == -9, proc.stderr
+
+
+def test_the_next_write_removes_a_killed_writers_staging_folder(tmp_path):
+    _killed_inside("""with io.atomic_dir(Path("model")) as tmp:
+            (tmp / "weights.bin").write_bytes(b"x" * 1000)
+            os.kill(os.getpid(), signal.SIGKILL)""", tmp_path)
+    left = [p.name for p in tmp_path.iterdir()]
+    assert len(left) == 1 and left[0].startswith(".model.") and left[0].endswith(".tmp")
+    with io.atomic_dir(tmp_path / "model") as tmp:
+        (tmp / "weights.bin").write_bytes(b"y")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+    assert io.owned_dir(tmp_path / "model")
+
+
+def test_the_next_run_removes_a_killed_runs_staging_folder(tmp_path):
+    _killed_inside("""with io.staging(Path("."), "lopt") as tmp:
+            (tmp / "lopt.ipynb").write_text("{}")
+            os.kill(os.getpid(), signal.SIGKILL)""", tmp_path)
+    (left,) = tmp_path.iterdir()
+    assert left.name.startswith(".lopt-") and left.name.endswith(".run")
+    with io.staging(tmp_path, "lopt") as tmp:
+        assert tmp.is_dir() and not left.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_live_staging_folder_and_a_users_folder_are_left_alone(tmp_path):
+    user = tmp_path / ".model.abcdefgh.tmp"  # named like a staging folder, but no marker: the user's
+    user.mkdir()
+    (user / "notes.txt").write_text("mine")
+    with io.atomic_dir(tmp_path / "model") as tmp:
+        assert io.reap_stale(tmp_path) == [] and tmp.is_dir()  # alive: its marker is locked
+        (tmp / "f").write_text("x")
+    assert (user / "notes.txt").read_text() == "mine"
+
+
+def test_a_target_moved_aside_by_a_killed_writer_is_put_back(tmp_path):
+    with io.atomic_dir(tmp_path / "model") as tmp:
+        (tmp / "f").write_text("old")
+    staging = tmp_path / ".model.abcdefgh.tmp"  # killed between its two renames: the new one still staged
+    staging.mkdir()
+    (staging / io.STAGING_MARKER).write_text("")
+    (staging / "f").write_text("new")
+    os.replace(tmp_path / "model", tmp_path / ".model.abcdefgh.old")
+    io.reap_stale(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+    assert (tmp_path / "model" / "f").read_text() == "old" and io.owned_dir(tmp_path / "model")
+
+
+def test_the_next_fetch_removes_a_killed_fetchs_staging_folder(tmp_path, monkeypatch):
+    from acl26 import assets
+
+    monkeypatch.setenv("ACL26_CACHE", str(tmp_path / "cache"))
+    manifest = assets.load_manifest()
+    name = next(iter(manifest))
+    root = manifest[name].dir.parent
+    _killed_inside(f"""with io.atomic_dir(Path({str(manifest[name].dir)!r})) as tmp:
+            (tmp / "package.json").write_text("{{}}")
+            os.kill(os.getpid(), signal.SIGKILL)""", tmp_path)
+    (left,) = root.iterdir()
+    assert left.name.startswith(f".{name}.") and left.name.endswith(".tmp")
+    monkeypatch.setattr(assets, "is_cached", lambda asset: True)  # nothing to download: only the clean-up runs
+    assets.fetch([name], manifest=manifest, progress=False)
+    assert list(root.iterdir()) == []
