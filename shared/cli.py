@@ -129,18 +129,21 @@ def _cmd_sweep(args) -> None:
     slurm = {k: v for k, v in {"cores": args.slurm_cores, "memory": args.slurm_memory, "walltime": args.slurm_time,
                                "partition": args.slurm_partition, "account": args.slurm_account,
                                "max_jobs": args.max_jobs}.items() if v is not None}
-    ex = sweep.parse_on(args.on)  # a bad executor fails before the points are planned
-    if slurm and ex.kind != "slurm":
-        raise sweep.SweepError(f"--slurm-* and --max-jobs are for --on slurm, not --on {args.on}")
+    # every option fails before the points are planned; a run also checks that its executor can start here
+    sweep.check_options(args.on, gpus=args.gpus, slurm=slurm, worker_timeout=args.worker_timeout,
+                        submit=not args.dry_run)
+    sweep.check_max_points(args.max_points)
     plan = sweep.plan(args.paper, args.profile, grid=args.grid, points_file=args.points,
-                      fixed=params.parse_assignments(args.param), name=args.name, out=args.out)
+                      fixed=params.parse_assignments(args.param), name=args.name, out=args.out,
+                      max_points=args.max_points)
     if args.dry_run:
         print(f"{len(plan.points)} points of {plan.paper} ({plan.profile}) into {plan.folder}/, on {args.on}:")
         for p in plan.points:
             print(f"  {p.short}  [{plan.status(p)}]  {p.label()}\n      -> {p.folder}")
         return
     t0 = time.perf_counter()
-    res = sweep.run(plan, args.on, gpus=args.gpus, slurm=slurm, progress=not args.quiet)
+    res = sweep.run(plan, args.on, gpus=args.gpus, slurm=slurm, progress=not args.quiet,
+                    worker_timeout=args.worker_timeout, overwrite=args.force)
     counts = {s: sum(o.status == s for o in res.outcomes) for s in ("ok", "done", "failed")}
     print(f"sweep {plan.name}/{plan.paper}: {counts['ok']} run, {counts['done']} finished earlier, "
           f"{counts['failed']} failed, in {time.perf_counter() - t0:.0f} s; collect: acl26 sweep collect {plan.folder}")
@@ -259,11 +262,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--slurm-partition", default=None, help="SLURM: partition (queue)")
     p.add_argument("--slurm-account", default=None, help="SLURM: account")
     p.add_argument("--max-jobs", type=int, default=None, help="SLURM: most jobs at once (default 4)")
+    p.add_argument("--max-points", default=None, metavar="N", help="plan and run up to N points (default 10000: "
+                   "a larger grid or points file is refused, counted before anything is planned)")
+    p.add_argument("--worker-timeout", default=None, metavar="SECONDS", help="Dask, SLURM: how long to wait for a "
+                   "worker that offers what a point needs (GPUs) before giving up (default 300; SLURM 3600)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.add_argument("--metric", default=None, help="collect: the column to plot")
     p.add_argument("--by", default=None, help="collect: the parameter on the plot's x axis")
     p.add_argument("--hue", default=None, help="collect: a parameter drawn as one line per value")
-    p.add_argument("--force", action="store_true", help="collect: replace tables and plots acl26 did not write")
+    p.add_argument("--force", action="store_true", help="replace failure records and logs (a run), tables and "
+                   "plots (collect) that acl26 did not write")
     p.set_defaults(func=_cmd_sweep)
 
     p = sub.add_parser("verify", help="check an executed book: re-hash its notebooks and results against the "
