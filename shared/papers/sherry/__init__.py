@@ -5,7 +5,7 @@ packed deployment layer); the packed formats and kernels are :mod:`acl26.kernels
 :mod:`.decoder` builds decoders of real shapes in each format, :mod:`.speed` times them,
 :mod:`.paper` holds the paper's speed table, :mod:`.peers` llama.cpp's ternary types,
 :mod:`.kernel_bench` the kernel benchmarks, :mod:`.modelfile` whole-model files with the ternary layers
-packed, :mod:`.engine` any transformers LLaMA-family model through the packed decoder (:class:`Engine`), :mod:`.spec` the chapter's parameters and rows, :mod:`.study` its experiments, :mod:`.verdicts`
+packed, :mod:`.engine` a transformers LLaMA, Mistral or Granite model through the packed decoder (:class:`Engine`; it refuses the maths it does not implement), :mod:`.spec` the chapter's parameters and rows, :mod:`.study` its experiments, :mod:`.verdicts`
 its verdicts, :mod:`.bench` its benchmarks.
 """
 

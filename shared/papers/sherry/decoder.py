@@ -624,7 +624,7 @@ def _rebind(blk: Block, fmt: str, names, k: int, li: int, dense, codes, signs, s
 
 
 def _check_format(fmt: str, argument: str) -> None:
-    if fmt not in FORMATS:
+    if not isinstance(fmt, str) or fmt not in FORMATS:  # a list (unhashable) is refused, not a TypeError
         raise ValueError(f"{argument}: unknown format {fmt!r}; known: {list(FORMATS)}")
 
 
