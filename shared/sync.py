@@ -10,13 +10,17 @@
 
 ``acl26 sync --check`` writes nothing and fails when either is stale; a test runs it. Notebooks are
 read and written with ``nbformat`` (cell ids kept), so a synced notebook differs only in that cell.
+A notebook that is not one (not UTF-8, not JSON, not a notebook object, invalid against nbformat's
+schema) stops the command with one line naming it (:class:`SyncError`); nothing is written.
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 from acl26 import io, paths, registry
+from acl26.errors import one_line
 
 #: the book's own pages, after the chapters
 BOOK_PAGES = ("book/claims", "book/performance", "book/assets", "book/environment")
@@ -46,12 +50,37 @@ def box_cell(chapter_id: str) -> str:
     return f"```{{include}} ../_generated/{provenance.box_name(chapter_id)}\n```"
 
 
+def _read_notebook(path: Path):
+    """The notebook at ``path`` (nbformat 4, validated against nbformat's schema); :class:`SyncError`
+    naming it when it is not UTF-8 JSON, not a notebook object, or not a valid notebook."""
+    import nbformat
+
+    try:
+        text = io.read_bytes(path).decode("utf-8")  # a regular file (a FIFO or a device is refused, named)
+        data = io.loads_json(text)
+    except ValueError as exc:  # UnicodeDecodeError, JSONDecodeError, nested too deep
+        raise SyncError(f"{path}: not a notebook, not UTF-8 JSON ({one_line(exc)})") from None
+    if not isinstance(data, dict):
+        raise SyncError(f"{path}: not a notebook, a JSON {type(data).__name__} instead of an object")
+    # nbformat meets a damaged notebook with whatever error its code hits (AttributeError, TypeError,
+    # KeyError, its own ValidationError, RecursionError in the schema check): each is the file's fault here
+    with warnings.catch_warnings(record=True) as caught:  # nbformat's warnings: shown only for a notebook that reads
+        try:
+            nb = nbformat.convert(nbformat.reader.reads(text), 4)
+            nbformat.validate(nb)
+        except Exception as exc:  # noqa: BLE001 - see above; the file is untrusted input
+            raise SyncError(f"{path}: not a valid notebook ({one_line(exc)})") from None
+    for w in caught:
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    return nb
+
+
 def _synced_notebook(path: Path, cell_text: str, box: str) -> str | None:
     """The notebook's new JSON text if its parameters cell differs from ``cell_text`` or the cell after its
     title is not ``box``, else None."""
     import nbformat
 
-    nb = nbformat.read(path, as_version=4)
+    nb = _read_notebook(path)
     code = [c for c in nb.cells if c.cell_type == "code"]
     if not code or "parameters" not in code[0].metadata.get("tags", []):
         raise SyncError(f"{path}: the first code cell must be tagged 'parameters'")
@@ -84,7 +113,7 @@ def sync(root: str | Path | None = None, *, check: bool = False) -> list[Path]:
             stale.append((path, text))
     toc = root / "book" / "_toc.yml"
     want = toc_text()
-    if not toc.is_file() or toc.read_text(encoding="utf-8") != want:
+    if not toc.is_file() or toc.read_bytes() != want.encode("utf-8"):  # not UTF-8: stale like any other text
         stale.append((toc, want))
     if not check:
         for path, text in stale:  # rewriting these (the parameters cell, the TOC) is what sync is asked to do

@@ -28,12 +28,16 @@ Choices MoEfication leaves open, or that differ from it here:
 * **The router** is linear (with a bias), fitted by ridge regression from the MLP's input to each
   expert's activation mass on the token (the sum of its neurons' absolute activations). MoEfication
   trains a small MLP router for the same target; a least-squares fit is deterministic and needs no
-  training loop.
+  training loop. Without a penalty (``ridge=0``) on activations that span fewer dimensions than the
+  hidden size (fewer calibration tokens than that, a hidden channel constant over them), the fit is
+  the minimum-norm least-squares one, as the penalty's limit at 0; activations that are not finite
+  (non-finite weights, an overflow) are refused, naming the layer.
 """
 
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
 import torch
@@ -187,13 +191,29 @@ def balanced_clusters(features: np.ndarray, n_clusters: int, *, rounds: int = 20
 
 
 def _ridge(x: torch.Tensor, y: torch.Tensor, alpha: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Least squares ``y ≈ x W^T + b`` with an L2 penalty ``alpha`` on W (not on b), in float64."""
+    """Least squares ``y ≈ x W^T + b`` with an L2 penalty ``alpha`` on W (not on b), in float64.
+
+    Without a penalty, or one too small to lift the normal equations off singular (``x`` centred spans
+    fewer than its columns: fewer rows, a constant column), W is the minimum-norm least-squares fit."""
     x, y = x.double(), y.double()
     mx, my = x.mean(0), y.mean(0)
     xc, yc = x - mx, y - my
-    a = xc.T @ xc + alpha * torch.eye(x.shape[1], dtype=x.dtype)
-    w = torch.linalg.solve(a, xc.T @ yc).T  # (E, H)
+    w = None
+    if alpha > 0:
+        a = xc.T @ xc + alpha * torch.eye(x.shape[1], dtype=x.dtype)
+        try:
+            w = torch.linalg.solve(a, xc.T @ yc).T  # (E, H)
+        except torch.linalg.LinAlgError:  # singular to working precision
+            w = None
+    if w is None:
+        w = torch.linalg.lstsq(xc, yc, driver="gelsd").solution.T  # SVD-based: rank-deficient xc is fine
     return w, my - w @ mx
+
+
+def _finite(t: torch.Tensor, layer: int, what: str) -> None:
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f"model: layer {layer}: NaN or inf in its {what} on the calibration tokens (non-finite "
+                         f"weights in the model up to that layer, or an overflow); it cannot be split")
 
 
 @torch.no_grad()
@@ -207,8 +227,10 @@ def moefy(model, n_experts: int, calibration: torch.Tensor, *, top_k: int, layer
     layers to convert, default all of them) converts only those; the others keep their dense MLP.
 
     ValueError, naming the argument, where ``n_experts`` does not divide an MLP's width, ``top_k`` is
-    outside 1 … ``n_experts``, ``layers`` is empty, repeats a layer or names one the model lacks, or
-    ``calibration`` is empty or not token ids of the model's vocabulary.
+    outside 1 … ``n_experts``, ``layers`` is empty, repeats a layer or names one the model lacks,
+    ``calibration`` is empty or not token ids of the model's vocabulary, or ``ridge`` times the number
+    of calibration tokens overflows; naming the layer, where an MLP's input or activations on the
+    calibration tokens are not finite. ``ridge=0`` fits the minimum-norm least-squares router.
 
     The copy is for use in this process: its config still describes the dense model, so
     ``save_pretrained`` would write a checkpoint that loads back dense-shaped. Cache what
@@ -234,16 +256,22 @@ def moefy(model, n_experts: int, calibration: torch.Tensor, *, top_k: int, layer
         inputs = _mlp_inputs(model, calibration, mlps, batch)
     finally:
         model.train(was_training)
+    tokens = inputs[0].shape[0]
+    alpha = ridge * tokens  # the penalty of the fit over all the tokens
+    if not math.isfinite(alpha):
+        raise ValueError(f"ridge: {ridge} times the {tokens} calibration tokens overflows; give a smaller one")
     out = copy.deepcopy(model)
     for i, x in zip(which, inputs):
         layer = out.model.layers[i]
         mlp = layer.mlp
         g, u, d = (p.weight.detach().float() for p in (mlp.gate_proj, mlp.up_proj, mlp.down_proj))
+        _finite(x, i, "MLP input")
         a = (mlp.act_fn(x @ g.T) * (x @ u.T)).abs()  # (N, I): each neuron's activation magnitude per token
+        _finite(a, i, "MLP activations")
         labels = balanced_clusters(a.T.numpy(), n_experts, rounds=rounds, seed=seed + i)
         groups = [np.flatnonzero(labels == e) for e in range(n_experts)]
         mass = torch.stack([a[:, torch.as_tensor(ix)].sum(1) for ix in groups], dim=1)  # (N, E): the router's target
-        w, b = _ridge(x, mass, ridge * x.shape[0])
+        w, b = _ridge(x, mass, alpha)
         dtype, device = mlp.gate_proj.weight.dtype, mlp.gate_proj.weight.device
         take = [torch.as_tensor(ix, device=device) for ix in groups]
         experts = MoEfiedExperts(torch.stack([mlp.gate_proj.weight[ix] for ix in take]),

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import reprlib
 import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -40,6 +41,8 @@ MODULES = ("attn", "mlp")
 _LAYER = re.compile(r"(?:^|\.)(?:layers|h|blocks|layer)\.(\d+)\.")
 _ATTN = re.compile(r"\.(?:self_attn|attn|attention|self_attention)\.")
 _MLP = re.compile(r"\.(?:mlp|feed_forward|ffn|block_sparse_moe)\.")
+#: the largest safetensors header, and index file, read: the limit of safetensors itself (100 MB)
+MAX_JSON_BYTES = 100_000_000
 
 
 def layer_of(name: str) -> int | None:
@@ -177,25 +180,53 @@ def similarity(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor], *, 
 # streamed over safetensors files
 
 
+def _json(data: bytes):
+    """``data`` parsed as JSON; ValueError (naming what is wrong, not the file) when it is not JSON, not
+    UTF-8, or nested too deep to parse (a RecursionError would be a bug's internal error)."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deep to read") from None
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        first = (str(exc).splitlines() or [""])[0][:160]
+        raise ValueError(f"not JSON: {type(exc).__name__}: {first}") from None
+
+
+def _read_index(index: Path) -> dict:
+    """The ``weight_map`` of a ``model.safetensors.index.json``; ValueError naming the file when it is too
+    large, not JSON, or not an object whose ``weight_map`` maps tensor names to file names."""
+    try:
+        size = index.stat().st_size
+        if size > MAX_JSON_BYTES:
+            raise ValueError(f"{size} bytes, more than an index's {MAX_JSON_BYTES}")
+        info = _json(index.read_bytes())
+        if not isinstance(info, dict) or "weight_map" not in info:
+            raise ValueError("no weight_map" if isinstance(info, dict) else f"a JSON {type(info).__name__}")
+    except ValueError as exc:
+        raise ValueError(f"{index}: not a valid safetensors index ({exc})") from None
+    weight_map = info["weight_map"]
+    if not isinstance(weight_map, dict) or not weight_map \
+            or not all(isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()):
+        raise ValueError(f"{index}: not a valid safetensors index (its weight_map must map tensor names "
+                         f"to file names)")
+    return weight_map
+
+
 def _shards(folder: Path) -> dict[str, Path]:
     """tensor name -> the safetensors file holding it.
 
-    A damaged ``model.safetensors.index.json`` (not JSON, no ``weight_map``, a file it names that is
-    missing) or safetensors header raises ValueError, one line naming the file."""
+    A damaged ``model.safetensors.index.json`` (not JSON, nested too deep, no ``weight_map``, a file it
+    names that is missing or outside ``folder``) or safetensors header raises ValueError, one line naming
+    the file."""
     index = folder / "model.safetensors.index.json"
     if index.is_file():
-        try:
-            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-        except (ValueError, KeyError, TypeError, IndexError) as exc:  # UnicodeDecodeError is a ValueError
-            raise ValueError(f"{index}: not a valid safetensors index ({type(exc).__name__}: {exc})") from None
-        if not isinstance(weight_map, dict) or not weight_map \
-                or not all(isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()):
-            raise ValueError(f"{index}: not a valid safetensors index (its weight_map must map tensor names "
-                             f"to file names)")
         out = {}
-        for k, v in weight_map.items():
+        for k, v in _read_index(index).items():
+            pure = Path(v)
+            if not v or pure.is_absolute() or ".." in pure.parts:
+                raise ValueError(f"{index}: names the file {v!r} (for {k!r}), which is not a file name in {folder}")
             if not (folder / v).is_file():
-                raise ValueError(f"{index}: names the file {v} (for {k}), which is not in {folder}")
+                raise ValueError(f"{index}: names the file {v!r} (for {k!r}), which is not in {folder}")
             out[k] = folder / v
         return out
     files = sorted(folder.glob("*.safetensors"))
@@ -237,10 +268,9 @@ class _Reader:
         n = int.from_bytes(head, "little")
         if n > size - 8:
             raise ValueError(f"it claims a {n}-byte header in a file of {size} bytes")
-        try:
-            header = json.loads(self.fh.read(n))
-        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
-            raise ValueError(f"not JSON: {type(exc).__name__}: {exc}") from None
+        if n > MAX_JSON_BYTES:
+            raise ValueError(f"it claims a {n}-byte header, more than safetensors' {MAX_JSON_BYTES}")
+        header = _json(self.fh.read(n))
         if not isinstance(header, dict):
             raise ValueError(f"a JSON {type(header).__name__}, not an object")
         header.pop("__metadata__", None)
@@ -252,7 +282,7 @@ class _Reader:
                 and len(meta["data_offsets"]) == 2 \
                 and all(isinstance(o, int) and not isinstance(o, bool) for o in meta["data_offsets"])
             if not ok:
-                raise ValueError(f"tensor {name}: its entry is not {{dtype, shape, data_offsets}}: {str(meta)[:80]}")
+                raise ValueError(f"tensor {name}: its entry is not {{dtype, shape, data_offsets}}: {reprlib.repr(meta)}")
             lo, hi = meta["data_offsets"]
             if not 0 <= lo <= hi <= data:
                 raise ValueError(f"tensor {name}: bytes {lo}..{hi} lie outside the {data} data bytes (truncated?)")
@@ -263,7 +293,7 @@ class _Reader:
             raise ValueError(f"{self.path}: no tensor {name} in it (its index says there is)")
         meta = self.header[name]
         if meta["dtype"] not in _ST_DTYPES:
-            raise ValueError(f"{name}: unsupported safetensors dtype {meta['dtype']}")
+            raise ValueError(f"{self.path}: tensor {name} has the unsupported safetensors dtype {meta['dtype']!r}")
         lo, hi = meta["data_offsets"]
         dtype = _ST_DTYPES[meta["dtype"]]
         numel = math.prod(meta["shape"])
@@ -301,10 +331,13 @@ def interpolate_files(instruct_dir, thinking_dir, out_dir, lam: float, *, layers
     checks.integer("shard_bytes", shard_bytes, 1)
     a_dir, b_dir, out_dir = Path(instruct_dir), Path(thinking_dir), Path(out_dir)
     a_map, b_map = _shards(a_dir), _shards(b_dir)
-    # the inputs are both folders and every file read (an index may point elsewhere, a shard may be a link)
+    # the inputs are both folders and every file read (a shard may be a link to a file elsewhere)
     inputs = (a_dir, b_dir, *set(a_map.values()), *set(b_map.values()))
     io.check_target(out_dir, kind="folder", overwrite=overwrite, inputs=inputs, name="out_dir")
-    _check_keys(a_map, b_map)
+    try:
+        _check_keys(a_map, b_map)
+    except ValueError as exc:
+        raise ValueError(f"{a_dir} and {b_dir}: {exc}") from None
     if sel_layers is not None:
         present = {layer_of(n) for n in a_map} - {None}
         missing = sorted(set(sel_layers) - present)
