@@ -93,10 +93,16 @@ def _digest(payload: dict) -> str:
 
 def notebook_key(chapter, params: dict, root: Path) -> str:
     """The cache key of executing ``chapter``'s notebook with ``params`` (see the module docstring)."""
+    return notebook_keyer(chapter, root)(params)
+
+
+def notebook_keyer(chapter, root: Path):
+    """``params -> notebook_key(chapter, params, root)``, with what does not depend on the parameters (the
+    notebook, the sources, the assets' entries, the package versions) read once: for many points at once."""
     nb = (Path(root) / chapter.notebook).read_bytes()
-    return _digest({"kind": "notebook", "chapter": chapter.id, "notebook": hashlib.sha256(nb).hexdigest(),
-                    "source": _source(chapter), "params": params, "assets": _asset_entries(chapter.assets),
-                    "packages": package_versions()})
+    fixed = {"kind": "notebook", "chapter": chapter.id, "notebook": hashlib.sha256(nb).hexdigest(),
+             "source": _source(chapter), "assets": _asset_entries(chapter.assets), "packages": package_versions()}
+    return lambda params: _digest({**fixed, "params": params})
 
 
 def _source(chapter) -> str:

@@ -86,8 +86,8 @@ KEY_DIGITS = 16
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS")
 #: where a sweep goes by default (relative to the current folder)
 DEFAULT_OUT = Path("sweeps")
-#: the most points a sweep plans unless the caller raises the limit (``max_points``, ``--max-points``): planning
-#: one point costs tens of milliseconds, so 10,000 take minutes, and a sweep that size is rarely meant
+#: the most points a sweep plans unless the caller raises the limit (``max_points``, ``--max-points``): each point is
+#: a notebook run (minutes), so a sweep that size is rarely meant; planning 10,000 takes about 2 s
 MAX_POINTS = 10_000
 #: the largest points file (``--points``) read, in bytes (1 MiB: some 10,000 points of a few parameters)
 MAX_POINTS_FILE_BYTES = 1 << 20
@@ -321,7 +321,7 @@ def count_points(n_sets: int, axes: list[tuple[str, list[Any]]], *, from_file: b
     if count > limit:
         factors = ([f"{n_sets:,} from --points"] if from_file else []) + [f"{len(v):,} {n}" for n, v in axes]
         raise SweepError(f"{count:,} points ({' × '.join(factors) or count}) are more than the limit of {limit:,} "
-                         f"(planning alone takes tens of milliseconds a point); pass --max-points {count} to plan and "
+                         f"(each point is a notebook run); pass --max-points {count} to plan and "
                          f"run them all")
     return count
 
@@ -353,6 +353,7 @@ def plan(paper: str, profile: str = "book", *, grid: Iterable[str] | None = None
         raise SweepError(f"{', '.join(clash)}: given both by -p and by --grid")
     out = Path(out) if out is not None else DEFAULT_OUT
     names = [n for n, _ in axes]
+    keyer = execution.notebook_keyer(chapter, root)  # what every point shares, read once
     seen: dict[str, Point] = {}
     for i, (b, combo) in enumerate(itertools.product(base, itertools.product(*[v for _, v in axes]))):
         overrides = {**b, **fixed, **dict(zip(names, combo))}
@@ -363,7 +364,7 @@ def plan(paper: str, profile: str = "book", *, grid: Iterable[str] | None = None
             resolved = chapter.spec.resolve(profile, overrides)
         except params_mod.ParamError as exc:
             raise SweepError(f"point {i} ({', '.join(f'{k}={v!r}' for k, v in overrides.items())}): {exc}") from exc
-        key = execution.notebook_key(chapter, resolved, root)
+        key = keyer(resolved)
         if key not in seen:
             seen[key] = Point(overrides, resolved, key, out / name / chapter.id / key[:KEY_DIGITS])
     return Sweep(chapter.id, profile, name, out, list(seen.values()), root, Path.cwd())
