@@ -48,7 +48,9 @@ FILE_LEDGER = ".acl26-files"
 #: inside a staging folder while acl26 writes into it: held locked (``flock``) by the writing process,
 #: so a staging folder whose marker nobody holds was left by a killed run (:func:`reap_stale`)
 STAGING_MARKER = ".acl26-staging"
-_OURS = (DIR_MARKER, FILE_LEDGER, STAGING_MARKER)
+#: the lock of a folder's ledger where the folder itself cannot be locked (NFS; see :func:`_folder_lock`)
+LEDGER_LOCK = ".acl26-files.lock"
+_OURS = (DIR_MARKER, FILE_LEDGER, STAGING_MARKER, LEDGER_LOCK)
 
 
 class OutputExistsError(RunError, ValueError):
@@ -71,32 +73,49 @@ def _signature(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
+def _locked(path: Path, flags: int) -> int | None:
+    """A descriptor of ``path`` (opened with ``flags``) holding an exclusive ``flock``; None where the file
+    system takes no locks; ``OSError`` EBADF where it takes them only on a file open for writing (NFS)."""
+    import errno
+    import fcntl
+
+    fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o666 & ~_umask())
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return fd
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+            return None
+        raise
+
+
 @contextlib.contextmanager
 def _folder_lock(folder: Path) -> Iterator[None]:
     """Hold an exclusive ``flock`` on the folder itself for the block, so that two processes (or threads)
-    recording files in one folder's ledger take turns instead of losing each other's entries. Where the
-    folder cannot be opened or the file system takes no locks, the block runs unlocked."""
+    recording files in one folder's ledger take turns instead of losing each other's entries. Where a
+    folder cannot be locked (NFS emulates ``flock`` with POSIX locks, which need a file open for writing:
+    EBADF), the lock is taken on :data:`LEDGER_LOCK` in it instead; where the file system takes no locks at
+    all, or the folder cannot be opened, the block runs unlocked (and its write fails on its own)."""
     try:
-        import fcntl
+        import fcntl  # noqa: F401
     except ImportError:  # pragma: no cover - not POSIX
         yield
         return
-    try:
-        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        yield
-        return
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except OSError as exc:
-            import errno
+    import errno
 
-            if exc.errno not in (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
-                raise
+    try:
+        fd = _locked(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError as exc:
+        fd = None
+        if exc.errno == errno.EBADF:
+            with contextlib.suppress(OSError):
+                fd = _locked(folder / LEDGER_LOCK, os.O_RDWR | os.O_CREAT)
+    try:
         yield
     finally:
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
 
 
 def _record(path: Path, signature: list[int] | None) -> None:
@@ -154,7 +173,7 @@ def _listing(folder: Path) -> dict[str, list[int]]:
         for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
             p = Path(root) / name
             rel = p.relative_to(folder).as_posix()
-            if rel in _OURS or name in (FILE_LEDGER, STAGING_MARKER):
+            if rel in _OURS or name in (FILE_LEDGER, STAGING_MARKER, LEDGER_LOCK):
                 continue
             out[rel] = _signature(p.lstat())
     return out
@@ -455,8 +474,9 @@ def discard(folder: str | os.PathLike) -> None:
     for name in list(_read_ledger(folder)):
         remove_file(folder / name)
     if not _read_ledger(folder):
-        with contextlib.suppress(FileNotFoundError):
-            (folder / FILE_LEDGER).unlink()
+        for name in (FILE_LEDGER, LEDGER_LOCK):
+            with contextlib.suppress(FileNotFoundError):
+                (folder / name).unlink()
     with contextlib.suppress(OSError):
         folder.rmdir()  # only if now empty
 

@@ -316,19 +316,30 @@ def test_the_run_box_refuses_a_record_of_the_wrong_shape_in_one_line(tmp_path, f
 # ---- the ownership ledger under concurrent writers
 
 
-def test_concurrent_writers_into_one_folder_lose_no_ledger_entry(tmp_path):
+@pytest.mark.parametrize("fs", ["local", "nfs"])
+def test_concurrent_writers_into_one_folder_lose_no_ledger_entry(tmp_path, fs):
+    """Three processes write 150 files each into one folder; on "nfs", flock on a folder fails with EBADF
+    (as NFS's emulation of flock does), so the lock falls back to a file."""
     code = """
-        import sys
+        import errno, fcntl, os, stat, sys
         from acl26 import io
+        if sys.argv[3] == "nfs":
+            real = fcntl.flock
+            def flock(fd, op):
+                if stat.S_ISDIR(os.fstat(fd).st_mode):
+                    raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+                return real(fd, op)
+            fcntl.flock = flock
         for i in range(150):
             io.write_text(f"{sys.argv[1]}/{sys.argv[2]}-{i}.txt", "x")
         """
-    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), str(tmp_path), tag]) for tag in "abc"]
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), str(tmp_path), tag, fs]) for tag in "abc"]
     assert [p.wait(timeout=300) for p in procs] == [0, 0, 0]
     files = sorted(tmp_path.glob("*.txt"))
     assert len(files) == 450
     foreign = [f.name for f in files if not io.owned_file(f)]
     assert foreign == []
+    assert (tmp_path / io.LEDGER_LOCK).exists() == (fs == "nfs")
 
 
 # ---- a full disk names the file
