@@ -534,9 +534,16 @@ _STAGING_NAME = r"\.(?P<name>.+)(?P<sep>[.-])(?P<rand>[a-z0-9_]{8})\.(?P<kind>tm
 
 def _abandoned(folder: Path) -> bool:
     """Whether ``folder`` is a staging folder of acl26's (it holds the marker) that no live process holds."""
-    try:
-        fd = os.open(folder / STAGING_MARKER, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    flags = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:  # open for writing where it may be: NFS locks only such files
+        fd = os.open(folder / STAGING_MARKER, os.O_RDWR | flags)
     except OSError:
+        try:
+            fd = os.open(folder / STAGING_MARKER, os.O_RDONLY | flags)
+        except OSError:
+            return False
+    if not _stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
         return False
     try:
         return bool(_lock_nowait(fd))
