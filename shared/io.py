@@ -61,12 +61,23 @@ class OutputExistsError(RunError, ValueError):
 # ---- ownership
 
 
-def _read_ledger(folder: Path) -> dict:
+#: the largest bookkeeping file (:data:`FILE_LEDGER`, :data:`DIR_MARKER`) read: some 60 bytes a file
+MAX_BOOKKEEPING = 64 << 20
+
+
+def _bookkeeping(path: Path) -> dict:
+    """The JSON object in acl26's bookkeeping file ``path``, or ``{}`` where it is missing or is not one: a
+    link, a FIFO, a device, a file too large or not JSON counts as no record (so nothing is taken for
+    acl26's on its word), and is never followed, waited on or read past :data:`MAX_BOOKKEEPING`."""
     try:
-        data = json.loads((folder / FILE_LEDGER).read_text(encoding="utf-8"))
+        data = read_json(path, max_bytes=MAX_BOOKKEEPING, follow_symlinks=False)
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def _read_ledger(folder: Path) -> dict:
+    return _bookkeeping(folder / FILE_LEDGER)
 
 
 def _signature(st: os.stat_result) -> list[int]:
@@ -185,8 +196,8 @@ def owned_dir(path: str | os.PathLike) -> bool:
     if path.is_symlink() or not path.is_dir():
         return False
     try:
-        marker = json.loads((path / DIR_MARKER).read_text(encoding="utf-8"))
-        return isinstance(marker, dict) and marker.get("files") == _listing(path)
+        marker = _bookkeeping(path / DIR_MARKER)
+        return "files" in marker and marker["files"] == _listing(path)
     except (OSError, ValueError):
         return False
 
@@ -518,12 +529,20 @@ def _new_staging(parent: Path, prefix: str, suffix: str) -> tuple[Path, int]:
     """A fresh folder in ``parent`` (``mkdtemp``) holding :data:`STAGING_MARKER`, whose lock the caller now
     holds through the returned descriptor (close it when the folder is gone or renamed)."""
     tmp = Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=parent))
+    fd = None
     try:
-        fd = os.open(tmp / STAGING_MARKER, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+        # locked under another name first, then renamed (the lock goes with the file): a reaper never sees
+        # this folder's marker unlocked, not even between its creation and the lock
+        fd = os.open(tmp / f"{STAGING_MARKER}.new", os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
+                     0o600)
+        if _lock_nowait(fd) is False:  # pragma: no cover - nobody else knows this new file
+            raise OSError(f"{tmp}: its staging marker is locked by another process")
+        os.replace(tmp / f"{STAGING_MARKER}.new", tmp / STAGING_MARKER)
     except BaseException:
+        if fd is not None:
+            os.close(fd)
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    _lock_nowait(fd)
     return tmp, fd
 
 
@@ -551,6 +570,10 @@ def _abandoned(folder: Path) -> bool:
         os.close(fd)
 
 
+def _real_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
+
+
 def reap_stale(parent: str | os.PathLike, name: str | None = None) -> list[Path]:
     """Remove the staging folders in ``parent`` that a killed acl26 process left behind (for the target
     ``name`` only, or for every target); returns what was removed or put back.
@@ -558,7 +581,8 @@ def reap_stale(parent: str | os.PathLike, name: str | None = None) -> list[Path]
     Only acl26's staging folders are touched: a folder named as :func:`atomic_dir` and :func:`staging`
     name theirs (never a symbolic link), holding :data:`STAGING_MARKER` that no process holds locked. A
     target that :func:`atomic_dir` had moved aside (``.old``) when it was killed, before the new one was
-    in place, is put back where it was; once the new one is in place, the old one is removed."""
+    in place, is put back where it was; once the new one is in place (still holding its abandoned marker),
+    the old one is removed. A folder named like an ``.old`` that neither vouches for is left alone."""
     import re
 
     parent = Path(parent)
@@ -568,31 +592,31 @@ def reap_stale(parent: str | os.PathLike, name: str | None = None) -> list[Path]
         entries = sorted(os.scandir(parent), key=lambda e: e.name)
     except OSError:
         return done
-    for entry in entries:
-        m = pattern.fullmatch(entry.name)
-        if not m or (name is not None and m["name"] != name) or not entry.is_dir(follow_symlinks=False):
-            continue
-        path = Path(entry.path)
+    found = [(m, Path(e.path)) for e in entries for m in [pattern.fullmatch(e.name)]
+             if m and (name is None or m["name"] == name) and e.is_dir(follow_symlinks=False)
+             and (m["kind"] == "run") == (m["sep"] == "-")]
+    for m, path in sorted(found, key=lambda f: f[0]["kind"] != "old"):  # an .old before its own .tmp goes
         if m["kind"] in ("tmp", "run"):
-            if (m["kind"] == "tmp") != (m["sep"] == "."):
-                continue
             if _abandoned(path):
                 shutil.rmtree(path, ignore_errors=True)
                 done.append(path)
             continue
-        if m["sep"] != ".":
-            continue
-        pair = parent / f".{m['name']}.{m['rand']}.tmp"  # the .old's own staging folder: alive while locked
-        if pair.is_dir() and not pair.is_symlink() and not _abandoned(pair):
-            continue
-        final = parent / m["name"]
-        if not os.path.lexists(final):
-            with contextlib.suppress(OSError):
-                os.replace(path, final)  # killed between the two renames: the old target goes back
-                done.append(final)
-                continue
-        shutil.rmtree(path, ignore_errors=True)
-        done.append(path)
+        # an .old is acl26's only when its own staging folder (the same random part) or the target it was
+        # replaced by still holds an abandoned marker; any other folder named so is left alone
+        pair, final = parent / f".{m['name']}.{m['rand']}.tmp", parent / m["name"]
+        if _real_dir(pair) and _abandoned(pair):  # killed between the two renames: the new one never landed
+            if not os.path.lexists(final):
+                with contextlib.suppress(OSError):
+                    os.replace(path, final)  # the old target goes back
+                    done.append(final)
+                    continue
+            shutil.rmtree(path, ignore_errors=True)
+            done.append(path)
+        elif _real_dir(final) and _abandoned(final):  # killed after the new one landed, before the old one went
+            shutil.rmtree(path, ignore_errors=True)
+            with contextlib.suppress(FileNotFoundError):
+                (final / STAGING_MARKER).unlink()
+            done.append(path)
     return done
 
 
@@ -654,10 +678,10 @@ def atomic_dir(path: str | os.PathLike, *, overwrite: bool = False,
                     raise
             else:
                 os.replace(tmp, final)
+        if old is not None:
+            _remove(old)  # before the marker goes: a reaper removes an .old only while the new target holds it
         with contextlib.suppress(FileNotFoundError):
             (final / STAGING_MARKER).unlink()
-        if old is not None:
-            _remove(old)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

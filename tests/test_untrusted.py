@@ -440,3 +440,59 @@ def test_the_next_fetch_removes_a_killed_fetchs_staging_folder(tmp_path, monkeyp
     monkeypatch.setattr(assets, "is_cached", lambda asset: True)  # nothing to download: only the clean-up runs
     assets.fetch([name], manifest=manifest, progress=False)
     assert list(root.iterdir()) == []
+
+
+def test_a_users_folders_named_like_an_old_target_are_left_alone(tmp_path):
+    """Folders named like atomic_dir's moved-aside targets (.<name>.<8>.old) that no abandoned staging
+    marker vouches for: kept where they are, whether the target exists or not (one was deleted, the
+    other renamed onto the target, before)."""
+    with io.atomic_dir(tmp_path / "model") as tmp:
+        (tmp / "f").write_text("x")
+    for name in (".model.backup01.old", ".lopt.20240101.old"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "notes.txt").write_text("mine")
+    with io.atomic_dir(tmp_path / "model", overwrite=True) as tmp:
+        (tmp / "f").write_text("y")
+    with io.staging(tmp_path, "lopt"):
+        pass
+    assert io.reap_stale(tmp_path) == []
+    for name in (".model.backup01.old", ".lopt.20240101.old"):
+        assert (tmp_path / name / "notes.txt").read_text() == "mine"
+    assert not (tmp_path / "lopt").exists()
+
+
+def test_an_old_target_left_after_the_new_one_landed_is_removed(tmp_path):
+    with io.atomic_dir(tmp_path / "model") as tmp:
+        (tmp / "f").write_text("new")
+    (tmp_path / "model" / io.STAGING_MARKER).write_text("")  # killed after the swap: its marker still there
+    old = tmp_path / ".model.abcdefgh.old"
+    old.mkdir()
+    (old / "f").write_text("old")
+    assert io.reap_stale(tmp_path) == [old]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+    assert (tmp_path / "model" / "f").read_text() == "new" and io.owned_dir(tmp_path / "model")
+    assert not (tmp_path / "model" / io.STAGING_MARKER).exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "folder"])
+def test_bookkeeping_that_is_not_a_regular_file_is_no_record_and_never_waited_on(tmp_path, kind):
+    folder = tmp_path / "out"
+    folder.mkdir()
+    for name in (io.FILE_LEDGER, io.DIR_MARKER):
+        where = folder / name
+        {"fifo": os.mkfifo, "dev-zero": lambda p: p.symlink_to("/dev/zero"), "folder": os.mkdir}[kind](where)
+    proc = _py(f"""
+        from pathlib import Path
+        from acl26 import io
+        folder = Path({str(folder)!r})
+        print(io.owned_file(folder / "x"), io.owned_dir(folder))
+        try:
+            io.write_text(folder / "x.txt", "a")
+            print(io.owned_file(folder / "x.txt"))
+        except OSError as exc:  # a folder where the ledger goes: it is not replaced, the write fails naming it
+            print(exc.filename2 or exc.filename)
+        """, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    expect = str(folder / io.FILE_LEDGER) if kind == "folder" else "True"
+    assert proc.stdout.split() == ["False", "False", expect]
+    assert (folder / io.FILE_LEDGER).is_dir() == (kind == "folder")
