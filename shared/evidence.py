@@ -15,7 +15,6 @@ then say which value a verdict needed, instead of a wrong verdict.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import math
 import re
 from pathlib import PurePath
@@ -64,7 +63,7 @@ class Omitted:
 
 
 def _type_path(obj) -> str:
-    t = type(obj)
+    t = obj if isinstance(obj, type) else type(obj)
     return f"{t.__module__}:{t.__qualname__}"
 
 
@@ -77,42 +76,37 @@ MAX_BYTES = 1 << 30
 #: dimensions of an array (numpy allows 64)
 MAX_NDIM = 32
 
-_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
-_MODULE = re.compile(rf"acl26(?:\.{_NAME})*")
-_QUALNAME = re.compile(rf"{_NAME}(?:\.{_NAME})*")
 #: the dtype strings :func:`encode` writes: bool, integers, floats, complex (at most 16 bytes), dates and
 #: durations with their unit, and the fixed-width strings of numpy string scalars
-_DTYPE = re.compile(r"[<>|=]?(?:[biufc][0-9]{1,2}|[mM]8(?:\[[0-9]{0,6}[A-Za-z]{1,2}\])?|[US][0-9]{1,10})")
+_DTYPE = re.compile(r"[<>|=]?(?:[biufc][0-9]{1,2}|[mM]8(?:\[[0-9]{0,6}[A-Za-z]{1,2}\])?|[US][0-9]{1,10})", re.ASCII)
+
+#: the classes evidence may hold as themselves (``module:qualname`` -> class), registered with :func:`keep`;
+#: the results of today's chapters hold none but plain data, numpy and pandas values
+KEPT: dict[str, type] = {}
 
 
-def _import_type(path, kind: str):
-    """The class ``path`` (``module:qualname``) names, for evidence of ``kind``: only a class that acl26
-    defines in that module, reached through classes alone, and of the shape ``kind`` builds (a dataclass
-    for ``dataclass``, a tuple class with ``_fields`` for ``namedtuple``). Anything else, a function or
-    a module reached by name in particular, is an :class:`EvidenceError`: decoding never calls what a
-    file names."""
-    if not isinstance(path, str):
-        raise EvidenceError(f"{kind} evidence names its type with a {type(path).__name__}, not a string")
-    module, _, qual = path.partition(":")
-    if not (_MODULE.fullmatch(module) and module.split(".")[0] == "acl26"):
-        raise EvidenceError(f"evidence names a type outside acl26: {path[:120]!r}")
-    if not _QUALNAME.fullmatch(qual) or any(part.startswith("__") for part in qual.split(".")):
-        raise EvidenceError(f"evidence names no class: {path[:120]!r}")
-    try:
-        obj = importlib.import_module(module)
-    except ImportError as exc:
-        raise EvidenceError(f"evidence names a module acl26 does not have: {module!r}") from exc
-    reached = []
-    for part in qual.split("."):
-        reached.append(part)
-        obj = vars(obj).get(part)  # no getattr: no module __getattr__, nothing inherited, no descriptors run
-        if not (isinstance(obj, type) and obj.__module__ == module and obj.__qualname__ == ".".join(reached)):
-            raise EvidenceError(f"evidence names {path[:120]!r}, which is not a class acl26 defines there")
-    if kind == "dataclass" and not dataclasses.is_dataclass(obj):
-        raise EvidenceError(f"evidence names {path!r} as a dataclass; it is not one")
-    if kind == "namedtuple" and not (issubclass(obj, tuple) and isinstance(getattr(obj, "_fields", None), tuple)):
-        raise EvidenceError(f"evidence names {path!r} as a named tuple; it is not one")
-    return obj
+def keep(cls: type) -> type:
+    """Register ``cls`` (a dataclass, or a named tuple) as a type evidence may hold: :func:`encode` writes it
+    as itself and :func:`decode` builds it again; any other dataclass or named tuple is written as
+    omitted. Register only plain records whose construction does nothing but hold (and check) its
+    fields: decoding calls its ``__init__`` (and ``__post_init__``) with values from the file."""
+    if not (dataclasses.is_dataclass(cls) and isinstance(cls, type)
+            or isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")):
+        raise TypeError(f"evidence.keep: {cls!r} is not a dataclass or a named tuple")
+    KEPT[_type_path(cls)] = cls
+    return cls
+
+
+def _kept(path, kind: str) -> type:
+    """The registered class ``path`` names (see :data:`KEPT`), of the shape ``kind`` builds; anything else is
+    an :class:`EvidenceError`. Nothing is imported or looked up by the name a file gives."""
+    cls = KEPT.get(path) if isinstance(path, str) else None
+    if cls is None:
+        raise EvidenceError(f"evidence names {str(path)[:120]!r}, which is not a type evidence may hold "
+                            f"(acl26.evidence.KEPT)")
+    if (kind == "dataclass") != dataclasses.is_dataclass(cls):
+        raise EvidenceError(f"evidence names {path!r} as a {kind}; it is not one")
+    return cls
 
 
 def _dtype(spec, kinds: str):
@@ -188,7 +182,7 @@ def encode(obj: Any, where: str = "res") -> Any:
         return {TAG: "dict", "items": [[encode(k, where), encode(v, f"{where}[{k!r}]")] for k, v in obj.items()]}
     if isinstance(obj, list):
         return [encode(v, f"{where}[{i}]") for i, v in enumerate(obj)]
-    if isinstance(obj, tuple) and hasattr(obj, "_fields") and type(obj).__module__.startswith("acl26"):
+    if isinstance(obj, tuple) and hasattr(obj, "_fields") and _type_path(obj) in KEPT:
         return {TAG: "namedtuple", "type": _type_path(obj), "items": [encode(v, f"{where}.{f}") for f, v in
                                                                       zip(obj._fields, obj)]}
     if isinstance(obj, tuple):
@@ -202,7 +196,7 @@ def encode(obj: Any, where: str = "res") -> Any:
         return _float(float(obj))
     if isinstance(obj, PurePath):
         return {TAG: "path", "value": str(obj)}
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type) and type(obj).__module__.startswith("acl26"):
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type) and _type_path(obj) in KEPT:
         return {TAG: "dataclass", "type": _type_path(obj),
                 "fields": {f.name: encode(getattr(obj, f.name), f"{where}.{f.name}") for f in dataclasses.fields(obj)
                            if f.init}}
@@ -230,6 +224,16 @@ def encode(obj: Any, where: str = "res") -> Any:
     return {TAG: "omitted", "type": f"{type(obj).__module__}.{type(obj).__qualname__}", "where": where}
 
 
+def _column(values, n: int):
+    """A frame's column (or a series' values) as :func:`encode` writes it: a 1-D array of the index's length
+    (a scalar or a shorter array would be broadcast over the index, far past the file's own size)."""
+    import numpy as np
+
+    if not (isinstance(values, np.ndarray) and values.ndim == 1 and len(values) == n):
+        raise EvidenceError(f"a column is not an array of the index's {n} rows")
+    return values
+
+
 def _index(values, names):
     import pandas as pd
 
@@ -242,10 +246,10 @@ def decode(data: Any, *, _depth: int = 0) -> Any:
     """The object :func:`encode` was given.
 
     ``data`` is untrusted (a results file anyone may have written): only the kinds :func:`encode`
-    writes are built, a dataclass or named tuple only when its type is a class acl26 defines (see
-    :func:`_import_type`), arrays only of the dtypes it writes and of the size the file's own data
+    writes are built, a dataclass or named tuple only when its type is registered with :func:`keep`
+    (:data:`KEPT`), arrays only of the dtypes it writes and of the size the file's own data
     has, and nothing nested deeper than :data:`MAX_DEPTH`. Anything else raises :class:`EvidenceError`
-    naming the kind; nothing a file names is ever called but those classes."""
+    naming the kind; nothing a file names is ever imported or called but those classes."""
     import numpy as np
 
     if _depth > MAX_DEPTH:
@@ -317,14 +321,14 @@ def decode(data: Any, *, _depth: int = 0) -> Any:
 
             return Path(_str(data["value"], "a path"))
         if kind == "namedtuple":
-            cls = _import_type(data["type"], kind)
+            cls = _kept(data["type"], kind)
             items = data["items"]
             if not (isinstance(items, list) and len(items) == len(cls._fields)):
                 raise EvidenceError(f"{data['type']}: {len(cls._fields)} fields, the evidence gives "
                                     f"{len(items) if isinstance(items, list) else 'no list'}")
             return cls(*[decode(v, _depth=inner) for v in items])
         if kind == "dataclass":
-            cls = _import_type(data["type"], kind)
+            cls = _kept(data["type"], kind)
             fields = data["fields"]
             known = {f.name for f in dataclasses.fields(cls) if f.init}
             if not (isinstance(fields, dict) and set(fields) <= known):
@@ -334,9 +338,9 @@ def decode(data: Any, *, _depth: int = 0) -> Any:
             import pandas as pd
 
             columns = decode(data["columns"], _depth=inner)
-            cols = {i: decode(data["data"][str(i)], _depth=inner) for i in range(len(columns))}
-            df = pd.DataFrame({i: cols[i] for i in range(len(columns))},
-                              index=_index(decode(data["index"], _depth=inner), decode(data["index_names"], _depth=inner)))
+            index = _index(decode(data["index"], _depth=inner), decode(data["index_names"], _depth=inner))
+            cols = {i: _column(decode(data["data"][str(i)], _depth=inner), len(index)) for i in range(len(columns))}
+            df = pd.DataFrame({i: cols[i] for i in range(len(columns))}, index=index)
             names = decode(data["columns_names"], _depth=inner)
             df.columns = (pd.MultiIndex.from_tuples([tuple(c) for c in columns], names=names) if len(names) > 1
                           else pd.Index(columns, name=names[0] if names else None))
@@ -344,8 +348,8 @@ def decode(data: Any, *, _depth: int = 0) -> Any:
         if kind == "Series":
             import pandas as pd
 
-            return pd.Series(decode(data["values"], _depth=inner),
-                             index=_index(decode(data["index"], _depth=inner), decode(data["index_names"], _depth=inner)),
+            index = _index(decode(data["index"], _depth=inner), decode(data["index_names"], _depth=inner))
+            return pd.Series(_column(decode(data["values"], _depth=inner), len(index)), index=index,
                              name=decode(data["name"], _depth=inner))
         if kind == "tensor":
             import torch
