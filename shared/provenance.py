@@ -16,11 +16,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import re
 import shlex
 import subprocess
+import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -90,8 +92,15 @@ def write_manifest(executed: str | Path, *, overwrite: bool = False) -> Path:
 #: the largest manifest, and the largest results file, ``acl26 verify`` reads (a book profile's results
 #: are a few MB); any file it hashes is at most :data:`MAX_HASHED`
 MAX_MANIFEST = 16 << 20
-MAX_RESULTS = 64 << 20
-MAX_HASHED = 1 << 30
+MAX_RESULTS = 32 << 20
+MAX_HASHED = 256 << 20
+#: the most bytes verify hashes in all (each link to one file counts again): a book is some tens of MB
+MAX_TOTAL_HASHED = 2 << 30
+#: deciding one results file's verdicts again runs in a child process (where the platform forks), stopped
+#: past this many seconds or this much memory: the evidence is the file's, and its figures (a bootstrap's
+#: resample count, an array's length) decide how much work the current record_claims does
+REDERIVE_S = 60.0
+REDERIVE_BYTES = 6 << 30
 #: the most files a manifest may list
 MAX_LISTED = 10_000
 _DIGEST = re.compile(r"[0-9a-f]{64}")
@@ -149,6 +158,10 @@ def _inside(executed: Path, rel) -> Path | str:
 
     if not isinstance(rel, str) or not rel or len(rel) > 255 or "\\" in rel or "\x00" in rel:
         return "not a relative file name"
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        return "not a file name in UTF-8"
     parts = rel.split("/")
     if rel.startswith("/") or any(p in ("", ".", "..") for p in parts):
         return "not a path inside the book (absolute, or with '..' or empty parts)"
@@ -235,6 +248,100 @@ def _unlisted(executed: Path, listed: set[str]) -> list[str]:
     return problems
 
 
+def _printable(text: str) -> str:
+    """``text`` with every character that is not printable (a newline, an escape sequence, a lone surrogate
+    from a file name) written as its escape, so that a problem is one line of plain text on any terminal."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
+def _results_owner(name: str) -> tuple[str, str] | None:
+    """``(chapter id, profile)`` when ``name`` is ``<chapter>-<profile>.json`` (:func:`acl26.claims.result_path`)
+    for a chapter of this book and one of its profiles; else None."""
+    cid, sep, profile = name.removesuffix(".json").partition("-")
+    if not (name.endswith(".json") and sep and cid in registry.CHAPTERS):
+        return None
+    return (cid, profile) if profile in registry.get(cid).spec.profiles else None
+
+
+def _decide_again(result: dict) -> dict:
+    """:func:`rederive` as JSON-ready data: ``{"pairs": ...}`` or ``{"problem": text}``."""
+    from acl26 import evidence
+
+    try:
+        return {"pairs": {cid: [list(a), list(b)] for cid, (a, b) in rederive(result).items()}}
+    except evidence.EvidenceError as exc:
+        return {"problem": f"verdicts cannot be decided again: {exc}"}
+    except MemoryError:
+        return {"problem": f"deciding its verdicts again needs more than the {REDERIVE_BYTES} bytes of memory "
+                           f"verify allows"}
+    except Exception as exc:  # noqa: BLE001 - whatever record_claims raises on this file: a problem of the file
+        return {"problem": f"the current record_claims fails on its evidence ({type(exc).__name__}: "
+                           f"{' '.join(str(exc).split())[:200]})"}
+
+
+def _rederive_bounded(result: dict) -> dict | str:
+    """:func:`rederive` of one results file, in a forked child stopped past :data:`REDERIVE_S` seconds or
+    :data:`REDERIVE_BYTES` of data memory: its pairs, or the problem as text. In this process where the
+    platform cannot fork."""
+    import json
+    import select
+    import signal
+
+    if not hasattr(os, "fork"):  # pragma: no cover - Windows
+        out = _decide_again(result)
+        return out.get("problem") or {c: (tuple(a), tuple(b)) for c, (a, b) in out["pairs"].items()}
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: decide, write the answer as JSON, leave without running the parent's exit code
+        code = 0
+        try:
+            os.close(r)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            try:
+                import resource
+
+                resource.setrlimit(resource.RLIMIT_DATA, (REDERIVE_BYTES, REDERIVE_BYTES))
+            except (ImportError, ValueError, OSError):
+                pass
+            data = json.dumps(_decide_again(result)).encode()
+            with os.fdopen(w, "wb") as fh:
+                fh.write(data)
+        except BaseException:  # noqa: BLE001 - nothing of the child may reach the parent's code
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(w)
+    chunks, deadline, status = [], time.monotonic() + REDERIVE_S, None
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return f"deciding its verdicts again took longer than the {REDERIVE_S:g} s verify allows"
+            ready, _, _ = select.select([r], [], [], min(left, 1.0))
+            if ready:
+                chunk = os.read(r, 1 << 16)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(r)
+        if status is None:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.waitpid(pid, 0)
+    try:
+        out = json.loads(b"".join(chunks))
+        pairs = out["pairs"] if "problem" not in out else out["problem"]
+    except (ValueError, KeyError, TypeError):
+        why = (f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"status {os.WEXITSTATUS(status)}")
+        return f"deciding its verdicts again ended without an answer ({why}; memory past {REDERIVE_BYTES} bytes?)"
+    if isinstance(pairs, str):
+        return pairs
+    return {c: (tuple(a), tuple(b)) for c, (a, b) in pairs.items()}
+
+
 def verify(executed: str | Path) -> Verified:
     """Every problem found in the executed book at ``executed``, the number of verdicts decided again and of
     files the manifest lists. See the module docstring.
@@ -258,6 +365,7 @@ def verify(executed: str | Path) -> Verified:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"
         return Verified([f"{executed / MANIFEST}: no usable manifest ({why}); `acl26 book` writes it"], 0, 0)
     found: dict[str, Path] = {}
+    hashed = 0
     for rel, digest in listed.items():
         where = _inside(executed, rel)
         if isinstance(where, str):
@@ -268,6 +376,11 @@ def verify(executed: str | Path) -> Verified:
         if not (isinstance(digest, str) and _DIGEST.fullmatch(digest)):
             problems.append(f"{where}: the manifest's sha256 for it is not 64 hex digits")
             continue
+        hashed += where.lstat().st_size
+        if hashed > MAX_TOTAL_HASHED:
+            problems.append(f"{executed / MANIFEST}: the files it lists hold more than the {MAX_TOTAL_HASHED} bytes "
+                            f"verify hashes in all; the rest was not read")
+            break
         try:
             actual = _hash(where)
         except OSError as exc:
@@ -280,20 +393,23 @@ def verify(executed: str | Path) -> Verified:
     checked = 0
     for rel in sorted(r for r in found if r.startswith("results/")):
         path = found[rel]
+        owner = _results_owner(path.name)
+        if owner is None:
+            problems.append(f"{path}: not named <chapter>-<profile>.json after a chapter of this book and one of "
+                            f"its profiles; not decoded")
+            continue
         try:
             result = io.read_json(path, max_bytes=MAX_RESULTS, follow_symlinks=False)
         except (OSError, ValueError) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"
             problems.append(f"{path}: not a usable results file ({why})")
             continue
-        try:
-            pairs = rederive(result)
-        except evidence.EvidenceError as exc:
-            problems.append(f"{path}: verdicts cannot be decided again: {exc}")
+        if not isinstance(result, dict) or (result.get("paper"), result.get("profile")) != owner:
+            problems.append(f"{path}: its 'paper' and 'profile' are not those its name gives ({owner[0]}, {owner[1]})")
             continue
-        except Exception as exc:  # noqa: BLE001 - whatever record_claims raises on this file: a problem of the file
-            problems.append(f"{path}: the current record_claims fails on its evidence ({type(exc).__name__}: "
-                            f"{' '.join(str(exc).split())[:200]})")
+        pairs = _rederive_bounded(result)
+        if isinstance(pairs, str):
+            problems.append(f"{path}: {pairs}")
             continue
         for cid, ((verdict, value), (verdict2, value2)) in pairs.items():
             checked += 1
@@ -303,6 +419,7 @@ def verify(executed: str | Path) -> Verified:
             elif value != value2:
                 problems.append(f"{path}: claim {cid!r}: saved value {value[:80]}, decided again from the evidence "
                                 f"{value2[:80]}")
+    problems = [_printable(p) for p in problems]
     return Verified(problems, checked, len(listed))
 
 
@@ -351,7 +468,11 @@ def _run_problem(run: dict, paper: str) -> str | None:
                                  and isinstance(mach.get("bf16_native", False), bool)):
         return "'machine' is not {cpu: text, cores: integer, bf16_native: true/false}"
     wall = run.get("wall_s", 0)
-    if not (isinstance(wall, (int, float)) and not isinstance(wall, bool) and math.isfinite(wall) and wall >= 0):
+    try:
+        seconds = float(wall) if isinstance(wall, (int, float)) and not isinstance(wall, bool) else math.nan
+    except OverflowError:  # an integer of hundreds of digits
+        seconds = math.nan
+    if not (math.isfinite(seconds) and 0 <= seconds < 1e9):
         return "'wall_s' is not a number of seconds"
     try:
         _dt.datetime.fromisoformat(str(run.get("finished", "2000-01-01")))
@@ -376,12 +497,19 @@ def run_box(paper: str, executed: str | Path, profile: str = "book") -> str:
 
     executed = Path(executed)
     record = executed / "runs" / f"{paper}.json"
-    try:
-        run = io.read_json(record)
-    except (OSError, ValueError):
-        run = None
     head = ":::{admonition} Run this yourself\n:class: dropdown tip\n\n"
-    if not isinstance(run, dict) or run.get("profile") != profile:
+    run = None
+    if os.path.lexists(record):
+        try:
+            run = io.read_json(record, max_bytes=MAX_MANIFEST)
+        except (OSError, ValueError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"not valid JSON ({exc})"
+            raise RunError(f"{record}: not a usable run record: {why}; remake it with `acl26 run {paper}` (add "
+                           f"--force if it was edited)") from exc
+        if not isinstance(run, dict):
+            raise RunError(f"{record}: not a usable run record: a JSON {type(run).__name__}, not an object; remake it "
+                           f"with `acl26 run {paper}` (add --force if it was edited)")
+    if run is None or run.get("profile") != profile:
         return head + f"This chapter has not been run with the `{profile}` profile yet: `acl26 run {paper}`.\n:::\n"
     why = _run_problem(run, paper)
     if why:

@@ -327,6 +327,7 @@ def test_the_run_box_turns_no_record_field_into_markup(tmp_path):
     {"git": "abc"}, {"git": {"commit": "<b>x</b>", "dirty": False}}, {"machine": ["cpu"]},
     {"machine": {"cpu": "x", "cores": "2"}}, {"wall_s": "12"}, {"wall_s": float("nan")}, {"key": "`rm`"},
     {"params": {"a\n```\n<script>": 1}}, {"params": ["seed"]}, {"finished": "soon"},
+    {"wall_s": 10 ** 400},  # float() of it overflowed: an internal error before
 ])
 def test_the_run_box_refuses_a_record_of_the_wrong_shape_in_one_line(tmp_path, fields):
     path = _run_record(tmp_path, **fields)
@@ -517,3 +518,91 @@ def test_bookkeeping_that_is_not_a_regular_file_is_no_record_and_never_waited_on
     expect = str(folder / io.FILE_LEDGER) if kind == "folder" else "True"
     assert proc.stdout.split() == ["False", "False", expect]
     assert (folder / io.FILE_LEDGER).is_dir() == (kind == "folder")
+
+
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]", "\xff\xfe"])
+def test_the_run_box_names_a_run_record_that_cannot_be_read(tmp_path, text):
+    path = tmp_path / "runs" / "lopt.json"
+    path.parent.mkdir()
+    path.write_bytes(text.encode("latin-1"))
+    with pytest.raises(RunError, match=f"{path}: not a usable run record.*acl26 run lopt"):
+        provenance.run_box("lopt", tmp_path)
+
+
+# ---- verify's budgets: the evidence decides how much work record_claims does
+
+
+def test_deciding_again_is_stopped_past_its_time(book, monkeypatch):
+    import time as _time
+
+    executed, _ = book
+    monkeypatch.setattr(provenance, "REDERIVE_S", 1.0)
+    monkeypatch.setattr(provenance, "rederive", lambda result: _time.sleep(600))  # the forked child runs this
+    started = _time.monotonic()
+    problems, checked, _ = provenance.verify(executed)
+    assert _time.monotonic() - started < 60
+    assert checked == 0 and any("took longer than the 1 s verify allows" in p for p in problems)
+
+
+def test_deciding_again_is_stopped_past_its_memory(book, monkeypatch):
+    executed, _ = book
+    monkeypatch.setattr(provenance, "REDERIVE_BYTES", 1 << 30)
+
+    def hog(result):
+        return [bytearray(256 << 20) for _ in range(64)]  # 16 GiB
+
+    monkeypatch.setattr(provenance, "rederive", hog)
+    problems, _, _ = provenance.verify(executed)
+    assert any("more than the 1073741824 bytes of memory verify allows" in p for p in problems), problems
+
+
+def test_model_interpolation_evidence_with_a_huge_resample_count_ends_in_time(tmp_path, monkeypatch):
+    executed = tmp_path / "executed"
+    monkeypatch.setenv("ACL26_OUT", str(executed))
+    monkeypatch.setattr(provenance, "REDERIVE_S", 5.0)
+    ch = registry.get("model_interpolation")
+    ledger = C.Ledger(ch.id, "book", list(ch.claims))
+    res = CASES["model_interpolation"][0]()
+    ch.record_claims(ledger, res)
+    ledger.save(evidence=res)
+    path = executed / "results" / "model_interpolation-book.json"
+    data = json.loads(path.read_text())
+    assert "n_resamples" in data["evidence"]
+    data["evidence"]["n_resamples"] = 10 ** 9  # ran for hours
+    path.write_text(json.dumps(data))
+    provenance.write_manifest(executed)
+    problems, _, _ = provenance.verify(executed)
+    assert any("took longer than the 5 s verify allows" in p for p in problems), problems
+
+
+def test_verify_decodes_only_results_files_named_for_a_chapter_and_profile(book, capsys):
+    executed, _ = book
+    results = executed / "results"
+    (results / "x.json").write_text((results / "lopt-book.json").read_text())  # a chapter's file, another name
+    (results / "sherry-book.json").write_text((results / "lopt-book.json").read_text())  # names another chapter
+    provenance.write_manifest(executed, overwrite=True)
+    assert cli.main(["verify", str(executed)]) == 2
+    out = capsys.readouterr().out
+    assert "x.json: not named <chapter>-<profile>.json" in out
+    assert "sherry-book.json: its 'paper' and 'profile' are not those its name gives (sherry, book)" in out
+
+
+def test_verify_hashes_a_bounded_total(book, capsys, monkeypatch):
+    executed, _ = book
+    monkeypatch.setattr(provenance, "MAX_TOTAL_HASHED", 100)
+    assert cli.main(["verify", str(executed)]) == 2
+    assert "hold more than the 100 bytes verify hashes in all" in capsys.readouterr().out
+
+
+def test_verify_writes_every_problem_as_one_line_of_plain_text(book, capsys):
+    executed, _ = book
+    (executed / "results" / "evil\n\x1b[1;32mall good\x1b[0m.json").write_text("{}")
+    files = json.loads((executed / provenance.MANIFEST).read_text())["files"]
+    files["results/\ud800.json"] = "0" * 64
+    _manifest(executed, files)
+    assert cli.main(["verify", str(executed)]) == 2
+    cap = capsys.readouterr()
+    lines = cap.out.splitlines()
+    assert all(ln.startswith("FAILED: ") for ln in lines) and "\x1b" not in cap.out + cap.err
+    assert any("evil\\n\\x1b[1;32mall good" in ln and "not in the manifest" in ln for ln in lines)
+    assert any("the entry 'results/\\ud800.json' is not a file name in UTF-8" in ln for ln in lines)
