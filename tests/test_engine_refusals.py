@@ -2,8 +2,10 @@
 
 An allow-list of architectures and config features: LLaMA; Mistral without a sliding window or with every
 position inside it; Granite only with neutral multipliers; dynamic RoPE only up to the trained length.
-Anything else is a one-line ValueError naming the feature. Argument errors as documented; ``generate``'s
-KV cache is sized before it is allocated; NaN weights are named by layer in every format."""
+Anything else is a one-line ValueError naming the feature. The modules are checked by exact type, not the
+config alone: a LoRA adapter, a Linear subclass, a LayerNorm for an RMSNorm, another attention scale, hooks,
+attention dropout in training mode, ... are refused naming the module. Argument errors as documented;
+``generate``'s KV cache is sized before it is allocated; NaN weights are named by layer in every format."""
 
 import numpy as np
 import pytest
@@ -221,3 +223,317 @@ def test_inf_anywhere_is_named(tensor):
     with torch.no_grad():
         model.get_parameter(tensor).view(-1)[7] = float("inf")
     refused(rf"{tensor.replace('.', '[.]')} holds inf", Engine.from_transformers, model, "sherry")
+
+
+# ------------------------------------------------------------------------------------------------
+# modules: the engine computes the architecture's own modules, so anything else in their place is refused
+# (the config alone does not say what the forward computes)
+
+
+def logits_of(model, n=12):
+    with torch.no_grad():
+        return model(ids_of(n)).logits[0, -1].numpy()
+
+
+def changes_the_forward(mutate, config_class="LlamaConfig", **kw):
+    """``mutate(model)`` on a tiny model changes transformers' logits (so the engine, which would not see it, must
+    refuse it); returns the mutated model."""
+    before = logits_of(tiny(config_class, **kw))
+    model = tiny(config_class, **kw)
+    mutate(model)
+    assert np.abs(logits_of(model) - before).max() > 1e-3
+    return model
+
+
+def test_a_peft_lora_model_is_refused_naming_the_adapted_projection():
+    """peft injects its LoRA layers into the model in place: the object is still a LlamaForCausalLM whose config
+    is unchanged, but q_proj and v_proj now add a low-rank update the engine would drop."""
+    peft = pytest.importorskip("peft")
+    model = tiny("LlamaConfig")
+    wrapped = peft.get_peft_model(model, peft.LoraConfig(r=4, target_modules=["q_proj", "v_proj"],
+                                                         init_lora_weights=False))
+    assert np.abs(logits_of(model) - logits_of(tiny("LlamaConfig"))).max() > 1e-3
+    msg = refused(r"model\.layers\.0\.self_attn\.q_proj is a peft\.tuners\.lora\.layer\.Linear, not a "
+                  r"torch\.nn\.Linear", Engine.from_transformers, model, "fp32")
+    assert "plain linear layers" in msg
+    refused("q_proj is a peft", check_model, model)
+    refused("model must be a transformers LLaMA-family", Engine.from_transformers, wrapped, "fp32")
+    model = wrapped.merge_and_unload()  # the adapters merged into plain Linears: the engine takes it
+    assert_logits_match(model, Engine.from_transformers(model, "fp32"), ids_of(12))
+
+
+class LoraLike(torch.nn.Module):
+    """A LoRA-adapted projection as an adapter library builds it: the base Linear (whose weight it exposes)
+    plus a low-rank update."""
+
+    def __init__(self, base, r=4):
+        super().__init__()
+        self.base_layer = base
+        self.lora_A = torch.nn.Linear(base.in_features, r, bias=False)
+        self.lora_B = torch.nn.Linear(r, base.out_features, bias=False)
+        torch.nn.init.normal_(self.lora_B.weight, std=0.5)
+
+    @property
+    def weight(self):
+        return self.base_layer.weight
+
+    def forward(self, x):
+        return self.base_layer(x) + self.lora_B(self.lora_A(x))
+
+
+def test_a_custom_module_in_place_of_a_projection_is_refused():
+    def adapt(model):
+        attn = model.model.layers[1].self_attn
+        attn.v_proj = LoraLike(attn.v_proj)
+
+    model = changes_the_forward(adapt)
+    refused(r"model\.layers\.1\.self_attn\.v_proj is a test_engine_refusals\.LoraLike, not a torch\.nn\.Linear",
+            Engine.from_transformers, model, "sherry")
+
+
+class ScaledLinear(torch.nn.Linear):
+    """A Linear subclass with its own forward: the weight is the same, the maths is not."""
+
+    def forward(self, x):
+        return 1.5 * super().forward(x)
+
+
+def test_a_linear_subclass_with_its_own_forward_is_refused():
+    def swap(model):
+        old = model.model.layers[0].mlp.up_proj
+        new = ScaledLinear(old.in_features, old.out_features, bias=False)
+        new.weight = old.weight
+        model.model.layers[0].mlp.up_proj = new
+
+    model = changes_the_forward(swap)
+    refused(r"model\.layers\.0\.mlp\.up_proj is a test_engine_refusals\.ScaledLinear, not a torch\.nn\.Linear or "
+            r"acl26\.papers\.sherry\.qat\.QuantLinear or acl26\.papers\.sherry\.qat\.PackedLinear",
+            Engine.from_transformers, model, "fp32")
+
+
+def test_a_layernorm_in_place_of_the_rmsnorm_is_refused():
+    """LayerNorm without bias has the (hidden,) weight of an RMSNorm but subtracts the mean."""
+    model = changes_the_forward(lambda m: setattr(m.model.layers[0], "input_layernorm",
+                                                  torch.nn.LayerNorm(64, bias=False)))
+    refused(r"model\.layers\.0\.input_layernorm is a torch\.nn\.LayerNorm, not a LlamaRMSNorm",
+            Engine.from_transformers, model, "fp32")
+    model = tiny("MistralConfig")
+    model.model.norm = torch.nn.LayerNorm(64, bias=False)
+    refused(r"model\.norm is a torch\.nn\.LayerNorm, not a MistralRMSNorm", check_model, model)
+
+
+def test_an_attention_scale_other_than_one_over_sqrt_head_dim_is_refused():
+    model = changes_the_forward(lambda m: setattr(m.model.layers[1].self_attn, "scaling", 1.0))
+    refused(r"model\.layers\.1\.self_attn\.scaling=1\.0 is not implemented", Engine.from_transformers, model, "fp32")
+
+
+def test_the_rmsnorm_eps_is_the_modules_own_and_must_be_one_for_all():
+    """The norms' forward adds their variance_epsilon, whatever config.rms_norm_eps says: the engine uses it."""
+    def set_eps(model, eps=0.1):
+        for m in model.modules():
+            if type(m).__name__ == "LlamaRMSNorm":
+                m.variance_epsilon = eps
+
+    model = changes_the_forward(set_eps)
+    assert model.config.rms_norm_eps == 1e-6
+    assert_logits_match(model, Engine.from_transformers(model, "fp32"), ids_of(12))
+    model.model.layers[1].post_attention_layernorm.variance_epsilon = 1e-5
+    refused(r"model\.layers\.1\.post_attention_layernorm has eps 1e-05 but model\.layers\.0\.input_layernorm 0\.1",
+            Engine.from_transformers, model, "fp32")
+
+
+def scale_output(module, args, output):
+    return output * 2
+
+
+def scale_input(module, args):
+    return (args[0] * 2,)
+
+
+@pytest.mark.parametrize("where,register", [
+    ("model.layers.0.mlp.down_proj", lambda m: m.register_forward_hook(scale_output)),
+    ("model.layers.1.self_attn.o_proj", lambda m: m.register_forward_pre_hook(scale_input)),
+    ("model.norm", lambda m: m.register_forward_hook(scale_output)),
+    ("lm_head", lambda m: m.register_forward_pre_hook(scale_input)),
+])
+def test_forward_hooks_on_any_module_are_refused(where, register):
+    handles = []
+    model = changes_the_forward(lambda m: handles.append(register(m.get_submodule(where))))
+    refused(rf"model: {where.replace('.', '[.]')} \(.*\) has a forward (pre-)?hook \(scale_", Engine.from_transformers,
+            model, "fp32")
+    handles[0].remove()
+    assert_logits_match(model, Engine.from_transformers(model, "fp32"), ids_of(12))
+
+
+def test_a_global_forward_hook_is_refused():
+    def global_hook(m):
+        handles.append(torch.nn.modules.module.register_module_forward_hook(
+            lambda mod, args, out: out * 2 if isinstance(mod, torch.nn.Linear) else None))
+
+    handles = []
+    try:
+        model = changes_the_forward(global_hook)
+        refused("a global forward hook is registered", Engine.from_transformers, model, "fp32")
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def test_a_forward_replaced_on_the_instance_is_refused():
+    def patch(model):
+        mlp = model.model.layers[0].mlp
+        mlp.forward = lambda x: 2 * type(mlp).forward(mlp, x)
+
+    model = changes_the_forward(patch)
+    refused(r"model\.layers\.0\.mlp \(LlamaMLP\) has its forward replaced on the instance", Engine.from_transformers,
+            model, "fp32")
+
+
+def test_transformers_output_capturing_hooks_are_allowed():
+    """transformers leaves hooks that only record hidden states / attentions on the modules once asked for them;
+    they do not change the forward."""
+    model = tiny("LlamaConfig", attn_implementation="eager")
+    with torch.no_grad():
+        model(ids_of(5), output_hidden_states=True, output_attentions=True)
+    assert any(m._forward_hooks for m in model.modules())
+    assert_logits_match(model, Engine.from_transformers(model, "fp32"), ids_of(12))
+
+
+def test_attention_dropout_in_training_mode_is_refused_and_in_eval_mode_taken():
+    model = tiny("LlamaConfig", attention_dropout=0.5)
+    assert_logits_match(model, Engine.from_transformers(model, "fp32"), ids_of(12))
+    model.train()
+    refused(r"model\.layers\.0\.self_attn is in training mode with attention_dropout=0\.5", Engine.from_transformers,
+            model, "fp32")
+    Engine.from_transformers(tiny("LlamaConfig").train(), "fp32")  # no dropout: training mode computes the same
+
+
+def test_an_embedding_with_max_norm_is_refused_and_padding_idx_taken():
+    def renorm(model):
+        model.model.embed_tokens.max_norm = 0.1
+
+    model = changes_the_forward(renorm, tie_word_embeddings=False)
+    refused(r"model\.embed_tokens has max_norm=0\.1", Engine.from_transformers, model, "fp32")
+    model = tiny("LlamaConfig", pad_token_id=3)  # padding_idx changes only the gradient
+    assert model.model.embed_tokens.padding_idx == 3
+    assert_logits_match(model, Engine.from_transformers(model, "fp32"), ids_of(12))
+
+
+def test_a_parametrized_weight_is_refused():
+    """torch's parametrizations compute the weight in the forward: the module's type is no longer Linear."""
+    from torch.nn.utils import parametrize
+
+    class Double(torch.nn.Module):
+        def forward(self, w):
+            return 2 * w
+
+    model = changes_the_forward(lambda m: parametrize.register_parametrization(m.model.layers[0].self_attn.k_proj,
+                                                                               "weight", Double()))
+    refused(r"model\.layers\.0\.self_attn\.k_proj is a torch\.nn\.utils\.parametrize\.ParametrizedLinear",
+            Engine.from_transformers, model, "fp32")
+
+
+def test_a_qat_layer_with_its_arenas_residual_is_refused():
+    """A QuantLinear's forward adds lam * W to its ternary weight while lam > 0 (during training); the engine
+    packs the ternary weight alone, which is the forward only at lam 0 (the end of training)."""
+    from acl26.papers.sherry import qat
+
+    model = qat.wrap(tiny("LlamaConfig"), "sparse34")
+    ref = logits_of(model)
+    model.model.layers[1].mlp.gate_proj.lam = 0.25
+    assert np.abs(logits_of(model) - ref).max() > 1e-3
+    refused(r"model\.layers\.1\.mlp\.gate_proj is a QuantLinear with the Arenas residual lam=0\.25",
+            Engine.from_transformers, model, "sherry")
+    model.model.layers[1].mlp.gate_proj.lam = 0.0
+    Engine.from_transformers(model, "sherry")
+
+
+@pytest.mark.parametrize("path,match", [
+    ("model.layers.0.self_attn", r"model\.layers\.0\.self_attn is a .*MyLlamaAttention, not a LlamaAttention"),
+    ("model.layers.1.mlp", r"model\.layers\.1\.mlp is a .*MyLlamaMLP, not a LlamaMLP"),
+    ("model.layers.1", r"model\.layers\.1 is a .*MyLlamaDecoderLayer, not a LlamaDecoderLayer"),
+    ("model", r"model: model is a .*MyLlamaModel, not a LlamaModel"),
+    ("", r"MyLlamaForCausalLM is not a LlamaForCausalLM"),
+])
+def test_subclasses_of_the_architectures_modules_are_refused(path, match):
+    """A subclass may override the forward (the first three below do); one that does not is refused too."""
+    def halve_attention(self, *a, **k):
+        out, weights = base.forward(self, *a, **k)
+        return 0.5 * out, weights
+
+    forwards = {"LlamaAttention": halve_attention,
+                "LlamaMLP": lambda self, x: 0.5 * base.forward(self, x),
+                "LlamaDecoderLayer": lambda self, h, *a, **k: 2 * base.forward(self, h, *a, **k) - h}  # 2x branches
+    model = tiny("LlamaConfig")
+    m = model.get_submodule(path)
+    base = type(m)
+    fwd = forwards.get(base.__name__)
+    m.__class__ = type(f"My{base.__name__}", (base,), {} if fwd is None else {"forward": fwd})
+    if fwd is not None:
+        assert np.abs(logits_of(model) - logits_of(tiny("LlamaConfig"))).max() > 1e-3
+    refused(match, Engine.from_transformers, model, "fp32")
+
+
+def test_an_activation_other_than_silu_in_the_mlp_module_is_refused():
+    model = changes_the_forward(lambda m: setattr(m.model.layers[0].mlp, "act_fn", torch.nn.GELU()))
+    assert model.config.hidden_act == "silu"
+    refused(r"model\.layers\.0\.mlp\.act_fn is a torch\.nn\.GELU, not a SiLUActivation or torch\.nn\.SiLU",
+            Engine.from_transformers, model, "fp32")
+
+
+def test_an_lm_head_other_than_a_plain_linear_is_refused():
+    def swap(model):
+        head = ScaledLinear(64, 96, bias=False)
+        head.weight = model.lm_head.weight
+        model.lm_head = head
+
+    model = changes_the_forward(swap, tie_word_embeddings=False)
+    refused(r"lm_head is a test_engine_refusals\.ScaledLinear, not a torch\.nn\.Linear", Engine.from_transformers,
+            model, "fp32")
+
+
+def test_layers_past_config_num_hidden_layers_are_refused():
+    """transformers runs only the first config.num_hidden_layers layers of model.layers."""
+    model = tiny("LlamaConfig", num_hidden_layers=3)
+    model.config.num_hidden_layers = 2
+    refused(r"model\.layers \(torch\.nn\.ModuleList of 3\) must be a ModuleList of config\.num_hidden_layers=2",
+            Engine.from_transformers, model, "fp32")
+
+
+@pytest.mark.parametrize("attr,module", [("residual_multiplier", "model.layers.1"),
+                                         ("embedding_multiplier", "model")])
+def test_granite_multipliers_held_by_the_modules_are_refused(attr, module):
+    """Granite's layers and model keep their multiplier from the config they were built with."""
+    kw = dict(attention_multiplier=16 ** -0.5)
+    model = changes_the_forward(lambda m: setattr(m.get_submodule(module), attr, 2.0), "GraniteConfig", **kw)
+    refused(rf"model: {module.replace('.', '[.]')}\.{attr}=2\.0 is not implemented", Engine.from_transformers, model,
+            "fp32")
+
+
+def test_an_attention_function_registered_over_transformers_own_is_refused(monkeypatch):
+    from transformers import AttentionInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    def hot(module, q, k, v, mask, **kw):
+        return sdpa_attention_forward(module, q, k, v, mask, **{**kw, "scaling": 2 * kw["scaling"]})
+
+    before = logits_of(tiny("LlamaConfig"))
+    monkeypatch.setitem(AttentionInterface._global_mapping, "sdpa", hot)
+    model = tiny("LlamaConfig")
+    assert model.config._attn_implementation == "sdpa"
+    assert np.abs(logits_of(model) - before).max() > 1e-3
+    refused(r"registered for config\._attn_implementation='sdpa' is test_engine_refusals\..*hot, not transformers' own",
+            Engine.from_transformers, model, "fp32")
+
+
+def test_a_projection_of_another_shape_than_the_configs_is_refused():
+    """A consistent change of the MLP width runs in transformers but not in a decoder built from the config."""
+    def widen(model):
+        for layer in model.model.layers:
+            mlp = layer.mlp
+            mlp.gate_proj, mlp.up_proj = torch.nn.Linear(64, 256, bias=False), torch.nn.Linear(64, 256, bias=False)
+            mlp.down_proj = torch.nn.Linear(256, 64, bias=False)
+
+    model = changes_the_forward(widen)
+    refused(r"model\.layers\.0\.mlp\.gate_proj is 256 x 64, not the config's 128 x 64", Engine.from_transformers,
+            model, "fp32")

@@ -16,13 +16,33 @@ feature: another ``model_type`` (Phi-3, OLMo, Cohere, Qwen, Gemma, ...), a multi
 :data:`MULTIPLIERS` (Granite's ``embedding_multiplier``, ``residual_multiplier``,
 ``attention_multiplier`` other than ``head_dim ** -0.5``, ``logits_scaling``) or another feature of
 :data:`FEATURES` (soft-capping, query/key norms, ...), YaRN or LongRoPE, a partial rotary dimension,
-biases, an activation other than SiLU, a vocabulary (``config.vocab_size``) larger than the embedding
-table, and NaN or inf in any weight (the error names the tensor, e.g.
-``model.layers.3.mlp.down_proj.weight holds NaN``, in every format). Two features hold only up to a
-length, :attr:`Engine.max_positions`: Mistral's sliding window (``config.sliding_window`` W: every
-position must see all the earlier ones, so at most W positions) and dynamic RoPE (at most
-``config.max_position_embeddings``); :meth:`Engine.logits` and :meth:`Engine.generate` refuse a longer
-run before computing anything.
+biases, an activation other than SiLU, an attention implementation other than transformers' own
+(:data:`ATTENTION`), a vocabulary (``config.vocab_size``) larger than the embedding table, and NaN or inf
+in any weight (the error names the tensor, e.g. ``model.layers.3.mlp.down_proj.weight holds NaN``, in
+every format).
+
+The config alone does not say what the forward computes, so the modules are checked too, each by exact
+type (a subclass may override ``forward``): the causal LM, its inner model, decoder layers, attention,
+MLP, RMSNorms and rotary embedding must be exactly the architecture's classes of transformers (e.g.
+``LlamaRMSNorm``; not ``nn.LayerNorm``), the MLP's activation exactly SiLU, the embedding exactly
+``torch.nn.Embedding`` without ``max_norm`` (``padding_idx`` changes only gradients), the head exactly
+``torch.nn.Linear``, and each projection exactly a ``torch.nn.Linear`` or one of this project's layers,
+:class:`~acl26.papers.sherry.qat.QuantLinear` (without its Arenas residual: ``lam`` 0) or
+:class:`~acl26.papers.sherry.qat.PackedLinear`, of the config's shape. So a peft LoRA model (adapters
+injected in place), a parametrized weight or a ``Linear`` subclass is refused, naming the module, e.g.
+``model.layers.0.self_attn.q_proj is a peft.tuners.lora.layer.Linear, not a torch.nn.Linear ...``. Also
+refused: an attention ``scaling`` other than ``head_dim ** -0.5``, Granite multipliers kept by the modules
+(``residual_multiplier``, ``embedding_multiplier``), more layers than ``config.num_hidden_layers`` (the
+forward runs only those), attention dropout in training mode, RMSNorms of different eps (the engine uses
+the modules' ``variance_epsilon``, what their forward adds, not ``config.rms_norm_eps``), any forward hook
+or pre-hook on any module (transformers' output-capturing hooks, which return nothing, are allowed), a
+global forward hook (``torch.nn.modules.module.register_module_forward_hook``), and a ``forward`` replaced
+on a module instance (e.g. by accelerate).
+
+Two features hold only up to a length, :attr:`Engine.max_positions`: Mistral's sliding window
+(``config.sliding_window`` W: every position must see all the earlier ones, so at most W positions) and
+dynamic RoPE (at most ``config.max_position_embeddings``); :meth:`Engine.logits` and
+:meth:`Engine.generate` refuse a longer run before computing anything.
 
 Packing a linear layer of weight ``W`` (``out x in``) into a ternary format gives ``T`` and one
 float32 scale per row:
@@ -119,9 +139,10 @@ def _check_config(model, cfg) -> tuple[str, int, list[tuple[int, str]]]:
     import transformers
 
     cls = getattr(transformers, ARCHITECTURES[mt])
-    if not isinstance(model, cls):
-        raise ValueError(f"model: {type(model).__name__} is not a {cls.__name__} (config.model_type {mt!r}); the "
-                         f"engine runs the causal LMs of {sorted(ARCHITECTURES)}")
+    if type(model) is not cls:  # a subclass may override forward
+        raise ValueError(f"model: {_type_name(type(model))} is not a {cls.__name__} (config.model_type {mt!r}); the "
+                         f"engine runs exactly the causal LMs of {sorted(ARCHITECTURES)}")
+    _check_attention(getattr(cfg, "_attn_implementation", None))
     act = getattr(cfg, "hidden_act", "silu")
     if act != "silu":
         raise ValueError(f"model: config.hidden_act={act!r} is not implemented; the MLP must be SwiGLU ('silu')")
@@ -157,11 +178,23 @@ def _check_config(model, cfg) -> tuple[str, int, list[tuple[int, str]]]:
     return rope_type, hd, limits
 
 
-def _module(parent, path: str, where: str):
-    try:
-        return parent.get_submodule(path)
-    except AttributeError:
-        raise ValueError(f"model: {where} has no {path}; the engine runs {sorted(ARCHITECTURES)}") from None
+def _check_attention(impl) -> None:
+    """``config._attn_implementation`` is one of :data:`ATTENTION`, run by transformers' own function (not one
+    registered over it with ``AttentionInterface.register``); else a one-line ValueError."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    if impl not in ATTENTION:
+        raise ValueError(f"model: config._attn_implementation={impl!r} is not an attention the engine knows the maths "
+                         f"of; it runs {[a for a in ATTENTION if a]}")
+    fn = ALL_ATTENTION_FUNCTIONS.get(impl or "eager")
+    if impl in (None, "eager"):
+        own = fn is None  # nothing registered over it: the modeling file's eager attention
+    else:
+        own = getattr(fn, "__module__", "").startswith("transformers.integrations.")
+    if not own:
+        raise ValueError(f"model: the attention function registered for config._attn_implementation={impl!r} is "
+                         f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)}, not transformers' own; "
+                         f"the engine computes only transformers' attention")
 
 
 def _finite(name: str, t) -> None:
@@ -172,10 +205,185 @@ def _finite(name: str, t) -> None:
         raise ValueError(f"model: {name} holds {what}; the engine refuses non-finite weights")
 
 
+#: ``config.model_type`` -> the prefix of its modules' classes in ``transformers.models.<type>.modeling_<type>``
+_PREFIX = {"llama": "Llama", "mistral": "Mistral", "granite": "Granite"}
+#: transformers' attention implementations (``config._attn_implementation``) that all compute
+#: ``softmax(Q K^T * scaling + causal mask) V``; None is transformers' default (eager)
+ATTENTION = (None, "eager", "sdpa", "flash_attention_2", "flash_attention_3", "flash_attention_4", "flex_attention")
+_LINEARS = "the engine computes only plain linear layers"
+
+
+def _type_name(t: type) -> str:
+    mod = t.__module__
+    if mod.startswith("torch.nn.modules."):
+        return f"torch.nn.{t.__qualname__}"
+    return t.__qualname__ if mod.startswith(("transformers.", "builtins")) else f"{mod}.{t.__qualname__}"
+
+
+def _get(parent, path: str):
+    """``parent``'s submodule or attribute at the dotted ``path``, None where there is none."""
+    try:
+        return parent.get_submodule(path)
+    except AttributeError:
+        return None
+
+
+def _exact(m, name: str, classes: tuple, why: str) -> None:
+    """A one-line ValueError naming the module ``name`` and its type unless its type is exactly one of
+    ``classes`` (a subclass may override ``forward``, so it is refused too)."""
+    if type(m) not in classes:
+        want = " or ".join(_type_name(c) for c in classes)
+        raise ValueError(f"model: {name} is a {_type_name(type(m))}, not a {want}; {why}")
+
+
+def _arch(mt: str) -> dict:
+    """The classes of architecture ``mt``'s modules, by role (``Model``, ``DecoderLayer``, ``Attention``, ...)."""
+    import importlib
+
+    mod = importlib.import_module(f"transformers.models.{mt}.modeling_{mt}")
+    return {role: getattr(mod, _PREFIX[mt] + role)
+            for role in ("Model", "DecoderLayer", "Attention", "MLP", "RMSNorm", "RotaryEmbedding")}
+
+
+def _is_capture_hook(hook) -> bool:
+    """transformers' output-capturing hook (installed once ``output_hidden_states`` / ``output_attentions``
+    was asked for): it records outputs and returns None, so the forward is unchanged."""
+    return (getattr(hook, "__module__", "") == "transformers.utils.output_capturing"
+            and getattr(hook, "__name__", "") == "output_capturing_hook")
+
+
+def _check_hooks(model) -> None:
+    """No forward hook, pre-hook or per-instance ``forward`` on any module of ``model``, and no global forward
+    hook (``torch.nn.modules.module.register_module_forward_hook`` and friends): they can change what the
+    forward computes, which the engine cannot see. transformers' output-capturing hooks are allowed."""
+    from torch.nn.modules import module as nn_module
+
+    for g in ("_global_forward_hooks", "_global_forward_pre_hooks"):
+        if getattr(nn_module, g, None):
+            raise ValueError(f"model: a global forward hook is registered (torch.nn.modules.module.{g}); it can "
+                             f"change every module's forward, which the engine does not compute")
+    for name, m in model.named_modules():
+        where = name or "the model"
+        for kind, hooks in (("forward hook", m._forward_hooks), ("forward pre-hook", m._forward_pre_hooks)):
+            bad = [h for h in hooks.values() if not _is_capture_hook(h)]
+            if bad:
+                raise ValueError(f"model: {where} ({_type_name(type(m))}) has a {kind} "
+                                 f"({getattr(bad[0], '__qualname__', type(bad[0]).__name__)}); it can change the "
+                                 f"forward, which the engine does not compute")
+        if "forward" in vars(m):
+            raise ValueError(f"model: {where} ({_type_name(type(m))}) has its forward replaced on the instance "
+                             f"(e.g. an accelerate hook); the engine computes only the class's forward")
+
+
+def _projection(lin, name: str, shape: tuple[int, int]) -> None:
+    """A projection the engine computes: exactly a ``torch.nn.Linear``, a QAT ``QuantLinear`` (without its
+    Arenas residual) or a packed ``PackedLinear``, of ``shape`` (out, in), without bias, finite."""
+    _exact(lin, name, (torch.nn.Linear, qat.QuantLinear, qat.PackedLinear), _LINEARS)
+    if getattr(lin, "bias", None) is not None:
+        raise ValueError(f"model: {name} has a bias; the decoder has none")
+    got = tuple(lin.dense_shape) if isinstance(lin, D.PackedLinear) else tuple(lin.weight.shape)
+    if got != shape:
+        raise ValueError(f"model: {name} is {got[0]} x {got[1]}, not the config's {shape[0]} x {shape[1]}")
+    if type(lin) is qat.QuantLinear and lin.mode != "fp" and float(lin.lam) != 0:
+        raise ValueError(f"model: {name} is a QuantLinear with the Arenas residual lam={lin.lam!r} (its forward adds "
+                         f"lam * W to the ternary weight); the engine computes the ternary weight alone (lam 0)")
+    if isinstance(lin, D.PackedLinear):
+        _finite(f"{name}.scale", lin.scale)
+    else:
+        _finite(f"{name}.weight", lin.weight.detach())
+
+
+def _norm(norm, name: str, hidden: int, cls: type) -> float:
+    """An RMSNorm ``w * x / sqrt(mean(x^2) + eps)``: exactly the architecture's ``cls``, a finite (hidden,)
+    weight and a finite eps >= 0 (``variance_epsilon``, what its forward adds); returns the eps."""
+    _exact(norm, name, (cls,), "the engine computes only the architecture's RMSNorm")
+    w = getattr(norm, "weight", None)
+    if not isinstance(w, torch.Tensor) or tuple(w.shape) != (hidden,) or getattr(norm, "bias", None) is not None:
+        raise ValueError(f"model: {name} is a {type(norm).__name__}, not an RMSNorm with a ({hidden},) weight")
+    eps = getattr(norm, "variance_epsilon", None)
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps < 0:
+        raise ValueError(f"model: {name}.variance_epsilon={eps!r} is not a finite number >= 0")
+    _finite(f"{name}.weight", w.detach())
+    return float(eps)
+
+
+def _check_modules(model, cfg, mt: str, hd: int) -> float:
+    """Every module the forward of ``model`` (a transformers causal LM of architecture ``mt``) runs is one whose
+    maths the decoder implements: exactly the architecture's classes (decoder layer, attention, MLP, RMSNorm,
+    rotary embedding), ``torch.nn.Embedding`` without ``max_norm``, ``torch.nn.Linear`` head, projections of
+    :func:`_projection`, SiLU, the attention's own scale ``head_dim ** -0.5``, no attention dropout in
+    training mode, no hooks (:func:`_check_hooks`). Returns the RMSNorms' eps (one for all of them); else a
+    one-line ValueError naming the module by its dotted name in ``model`` and its type."""
+    import transformers.activations as acts
+
+    arch = _arch(mt)
+    inner, layers = model.model, model.model.layers
+    _exact(inner, "model", (arch["Model"],), f"the engine computes only {arch['Model'].__name__}'s forward")
+    if inner.config is not cfg:
+        raise ValueError("model: model.config is not the causal LM's config; the engine reads one config")
+    if float(getattr(inner, "embedding_multiplier", 1.0)) != 1.0:
+        raise ValueError(f"model: model.embedding_multiplier={inner.embedding_multiplier!r} is not implemented; "
+                         f"the engine computes embedding_multiplier=1")
+    if type(layers) is not torch.nn.ModuleList or len(layers) != cfg.num_hidden_layers:
+        raise ValueError(f"model: model.layers ({_type_name(type(layers))} of {len(layers)}) must be a ModuleList of "
+                         f"config.num_hidden_layers={cfg.num_hidden_layers} layers, all of which the forward runs")
+    embed = inner.embed_tokens
+    _exact(embed, "model.embed_tokens", (torch.nn.Embedding,), "the engine looks up a plain embedding table")
+    if embed.max_norm is not None:
+        raise ValueError(f"model: model.embed_tokens has max_norm={embed.max_norm!r} (its forward renormalises the "
+                         f"rows it looks up), which the engine does not implement")
+    _exact(model.lm_head, "lm_head", (torch.nn.Linear,), "the engine computes a plain linear output head")
+    _exact(getattr(inner, "rotary_emb", None), "model.rotary_emb", (arch["RotaryEmbedding"],),
+           "the engine computes only the architecture's rotary embedding")
+    hidden, heads, kv, inter = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.intermediate_size
+    shapes = {"q": (heads * hd, hidden), "k": (kv * hd, hidden), "v": (kv * hd, hidden), "o": (hidden, heads * hd),
+              "gate": (inter, hidden), "up": (inter, hidden), "down": (hidden, inter)}
+    eps = {}
+    for i, layer in enumerate(layers):
+        at = f"model.layers.{i}"
+        _exact(layer, at, (arch["DecoderLayer"],), "the engine computes only the architecture's decoder layer")
+        if float(getattr(layer, "residual_multiplier", 1.0)) != 1.0:
+            raise ValueError(f"model: {at}.residual_multiplier={layer.residual_multiplier!r} is not implemented; "
+                             f"the engine computes plain residuals")
+        attn, mlp = _get(layer, "self_attn"), _get(layer, "mlp")
+        _exact(attn, f"{at}.self_attn", (arch["Attention"],), "the engine computes only the architecture's attention")
+        if attn.config is not cfg:
+            raise ValueError(f"model: {at}.self_attn.config is not the model's config; the engine reads one config")
+        scaling = attn.scaling
+        if (isinstance(scaling, bool) or not isinstance(scaling, (int, float))
+                or not math.isclose(scaling, hd ** -0.5, rel_tol=1e-6)):
+            raise ValueError(f"model: {at}.self_attn.scaling={attn.scaling!r} is not implemented; the engine scales "
+                             f"attention scores by head_dim ** -0.5 = {hd ** -0.5:g}")
+        if attn.head_dim != hd or attn.num_key_value_groups * kv != heads or attn.is_causal is not True:
+            raise ValueError(f"model: {at}.self_attn (head_dim {attn.head_dim}, num_key_value_groups "
+                             f"{attn.num_key_value_groups}, is_causal {attn.is_causal}) is not the config's causal "
+                             f"attention of {heads} heads of {hd} over {kv} key/value heads")
+        if attn.training and attn.attention_dropout:
+            raise ValueError(f"model: {at}.self_attn is in training mode with attention_dropout="
+                             f"{attn.attention_dropout!r}, so its forward drops attention weights at random; the "
+                             f"engine does not (call model.eval())")
+        _exact(mlp, f"{at}.mlp", (arch["MLP"],), "the engine computes only the architecture's SwiGLU MLP")
+        _exact(getattr(mlp, "act_fn", None), f"{at}.mlp.act_fn", (acts.SiLUActivation, torch.nn.SiLU),
+               "the MLP must be SwiGLU (SiLU)")
+        for short, path in _PROJ.items():
+            _projection(_get(layer, path), f"{at}.{path}", shapes[short])
+        for path in ("input_layernorm", "post_attention_layernorm"):
+            eps[f"{at}.{path}"] = _norm(_get(layer, path), f"{at}.{path}", hidden, arch["RMSNorm"])
+    eps["model.norm"] = _norm(getattr(inner, "norm", None), "model.norm", hidden, arch["RMSNorm"])
+    (first, e0), *rest = eps.items()
+    for name, e in rest:
+        if e != e0:
+            raise ValueError(f"model: {name} has eps {e:g} but {first} {e0:g}; the decoder runs one RMSNorm eps")
+    _check_hooks(model)
+    return e0
+
+
 def _llama_parts(model) -> tuple:
-    """``(config, layers, embed, head, final_norm, inv_freq, limits)`` of a causal LM whose maths the decoder
-    implements (see the module docstring), or a one-line ValueError naming what does not fit. Every weight
-    read is checked finite, the error naming the tensor by its name in ``model``."""
+    """``(config, layers, embed, head, final_norm, inv_freq, rms_eps, limits)`` of a causal LM whose maths the
+    decoder implements (see the module docstring), or a one-line ValueError naming what does not fit: the
+    architecture or config feature (:func:`_check_config`), a module by its dotted name and type
+    (:func:`_check_modules`). Every weight read is checked finite, the error naming the tensor by its name in
+    ``model``."""
     cfg = getattr(model, "config", None)
     inner = getattr(model, "model", None)
     layers = getattr(inner, "layers", None)
@@ -184,41 +392,21 @@ def _llama_parts(model) -> tuple:
         raise ValueError(f"model must be a transformers LLaMA-family causal LM (model.model.layers, embed_tokens, "
                          f"lm_head), got {type(model).__name__}")
     rope_type, hd, limits = _check_config(model, cfg)
-    names = {id(m): n for n, m in model.named_modules()}
-    for i, layer in enumerate(layers):
-        for path in ("input_layernorm", "post_attention_layernorm", "self_attn", "mlp", *_PROJ.values()):
-            _module(layer, path, f"layer {i}")
-        for path in _PROJ.values():
-            lin = layer.get_submodule(path)
-            if getattr(lin, "bias", None) is not None:
-                raise ValueError(f"model: layer {i} {path} has a bias; the decoder has none")
-            if isinstance(lin, D.PackedLinear):
-                _finite(f"{names[id(lin)]}.scale", lin.scale)
-            elif isinstance(getattr(lin, "weight", None), torch.Tensor):
-                _finite(f"{names[id(lin)]}.weight", lin.weight.detach())
-            else:
-                raise ValueError(f"model: layer {i} {path} is a {type(lin).__name__}, not a linear layer")
-        attn = layer.self_attn
-        if hasattr(attn, "q_norm") or hasattr(attn, "k_norm"):
-            raise ValueError(f"model: layer {i} normalises queries and keys (Qwen3-style); the decoder does not")
-        for path in ("input_layernorm", "post_attention_layernorm"):
-            norm = layer.get_submodule(path)
-            _norm(norm, names[id(norm)], cfg.hidden_size)
-    final_norm = getattr(inner, "norm", None)
-    _norm(final_norm, names.get(id(final_norm), "model.model.norm"), cfg.hidden_size)
+    eps = _check_modules(model, cfg, cfg.model_type, hd)
+    final_norm = inner.norm
     embed, head = inner.embed_tokens, model.lm_head
-    rows = tuple(getattr(getattr(embed, "weight", None), "shape", ()))
-    if len(rows) != 2 or rows[1] != cfg.hidden_size:
+    rows = tuple(embed.weight.shape)
+    if rows[1] != cfg.hidden_size:
         raise ValueError(f"model: the embedding table must be (vocab, {cfg.hidden_size}), got {rows}")
-    if getattr(head, "bias", None) is not None or tuple(getattr(getattr(head, "weight", None), "shape", ())) != rows:
+    if head.bias is not None or tuple(head.weight.shape) != rows:
         raise ValueError(f"model: lm_head must be a {rows} linear layer without bias, like the embedding table")
     if cfg.vocab_size > rows[0]:
         raise ValueError(f"model: config.vocab_size {cfg.vocab_size} exceeds the embedding table's {rows[0]} rows")
-    _finite(f"{names[id(embed)]}.weight", embed.weight.detach())
+    _finite("model.embed_tokens.weight", embed.weight.detach())
     if head.weight.data_ptr() != embed.weight.data_ptr():
-        _finite(f"{names[id(head)]}.weight", head.weight.detach())
-    rot = getattr(inner, "rotary_emb", None)
-    if rot is None or not isinstance(getattr(rot, "inv_freq", None), torch.Tensor):
+        _finite("lm_head.weight", head.weight.detach())
+    rot = inner.rotary_emb
+    if not isinstance(getattr(rot, "inv_freq", None), torch.Tensor):
         raise ValueError("model: no rotary embedding (model.model.rotary_emb.inv_freq)")
     if float(getattr(rot, "attention_scaling", 1.0)) != 1.0:
         raise ValueError(f"model: rotary attention scaling {rot.attention_scaling} (YaRN-style) is not implemented")
@@ -231,24 +419,17 @@ def _llama_parts(model) -> tuple:
         raise ValueError(f"model: {freq.numel()} rotary frequencies for a head of {hd} (partial rotary "
                          f"embedding) is not implemented; the engine rotates the whole head")
     _finite("model.model.rotary_emb.inv_freq", freq)
-    return cfg, layers, embed, head, final_norm, freq.detach().double().numpy(), limits
+    return cfg, layers, embed, head, final_norm, freq.detach().double().numpy(), eps, limits
 
 
 def check_model(model) -> int | None:
     """Whether :meth:`Engine.from_transformers` takes ``model``, without packing anything: the most positions
     one run may process (:attr:`Engine.max_positions`; None: no limit but memory), or the one-line ValueError
-    that :meth:`Engine.from_transformers` raises for it (architecture, config feature, NaN or inf weights)."""
+    that :meth:`Engine.from_transformers` raises for it (architecture, config feature, a module it does not
+    compute, NaN or inf weights)."""
     with torch.no_grad():
         limits = _llama_parts(model)[-1]
     return min(limits)[0] if limits else None
-
-
-def _norm(norm, name: str, hidden: int) -> None:
-    """An RMSNorm ``w * x / rms(x)``: a (hidden,) weight, no bias, finite."""
-    w = getattr(norm, "weight", None)
-    if not isinstance(w, torch.Tensor) or tuple(w.shape) != (hidden,) or getattr(norm, "bias", None) is not None:
-        raise ValueError(f"model: {name} is a {type(norm).__name__}, not an RMSNorm with a ({hidden},) weight")
-    _finite(f"{name}.weight", w.detach())
 
 
 class Engine:
@@ -308,14 +489,17 @@ class Engine:
         among the formats), ``blocks``, ``name`` or ``act8``; naming the architecture or the config feature
         for a model whose maths the engine does not implement (see the module docstring: another
         ``config.model_type``, a multiplier, soft-capping, a RoPE type outside :data:`ROPE_TYPES`, biases, a
-        ``config.vocab_size`` above the embedding table's rows); naming the tensor for a weight holding NaN
-        or inf. The vocabulary is the embedding table's rows (the width of transformers' logits)."""
+        ``config.vocab_size`` above the embedding table's rows); naming the module by its dotted name and type
+        for a module that is not exactly the architecture's (a LoRA adapter, a ``Linear`` subclass, a
+        ``LayerNorm`` for an RMSNorm, ...), an attention scale other than ``head_dim ** -0.5``, a hook, or
+        attention dropout in training mode; naming the tensor for a weight holding NaN or inf. The vocabulary
+        is the embedding table's rows (the width of transformers' logits)."""
         D._check_format(fmt, "fmt")
         if act8 is not False and not (act8 is True and fmt in D.PACKED):
             raise ValueError(f"act8 must be False, or True with a packed fmt {D.PACKED}; got act8={act8!r}, fmt={fmt!r}")
         if not isinstance(name, str):
             raise ValueError(f"name must be a string, got {name!r}")
-        cfg, layers, embed, head, final_norm, inv_freq, limits = _llama_parts(model)
+        cfg, layers, embed, head, final_norm, inv_freq, eps, limits = _llama_parts(model)
         n = len(layers)
         packed = list(range(n)) if blocks is None else checks.layer_indices("blocks", blocks, n)
         if act8 and len(set(packed)) != n:
@@ -347,7 +531,6 @@ class Engine:
                                       layer.post_attention_layernorm.weight.detach().float().numpy().copy(), lins))
         table = embed.weight.detach().to(dense_dtype).contiguous()
         emb = D.Embedding(table, None if tied else head.weight.detach().to(dense_dtype).contiguous())
-        eps = float(getattr(cfg, "rms_norm_eps", 1e-5))
         m = D.Model(shape, fmt, out_blocks, emb, final_norm.weight.detach().float().numpy().copy(),
                     inv_freq=inv_freq, rms_eps=eps)
         if fmt == "bf16" or (fmt in D.PACKED and len(packed) == n):
