@@ -304,7 +304,7 @@ def check_max_points(value: int | str | None) -> int:
     if value is None:
         return MAX_POINTS
     try:
-        n = int(value) if isinstance(value, str) and re.fullmatch(r"\s*\d[\d_]*\s*", value) else value
+        n = int(value) if isinstance(value, str) and re.fullmatch(r"\s*\d[\d_]*\s*", value, re.ASCII) else value
     except ValueError:
         n = value
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
@@ -383,7 +383,7 @@ class Executor:
 def parse_on(on: str) -> Executor:
     """``local[N]`` (or ``local``: one), ``dask://HOST:PORT`` or ``slurm``."""
     on = (on or "").strip()
-    m = re.fullmatch(r"local(?:\[(\d+)\])?", on)
+    m = re.fullmatch(r"local(?:\[(\d+)\])?", on, re.ASCII)
     if m:
         n = int(m.group(1) or 1)
         if n < 1:
@@ -391,7 +391,7 @@ def parse_on(on: str) -> Executor:
         return Executor("local", n)
     if on.startswith("dask://"):
         address = on[len("dask://"):]
-        m = re.fullmatch(r"[A-Za-z0-9_.-]+:(\d{1,5})", address)
+        m = re.fullmatch(r"[A-Za-z0-9_.-]+:(\d{1,5})", address, re.ASCII)
         if not m:
             raise SweepError(f"--on {on!r}: expected dask://HOST:PORT, the address of a running Dask scheduler")
         if not 1 <= int(m.group(1)) <= 65535:
@@ -419,9 +419,9 @@ def _whole(flag: str, value, lo: int) -> int:
 
 #: SLURM's time formats: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
 _SLURM_TIME = re.compile(r"(?:(?P<d>\d{1,4})-(?P<dh>\d{1,2})(?::(?P<dm>\d{1,2})(?::(?P<ds>\d{1,2}))?)?"
-                         r"|(?P<a>\d{1,7})(?::(?P<b>\d{1,2})(?::(?P<c>\d{1,2}))?)?)")
+                         r"|(?P<a>\d{1,7})(?::(?P<b>\d{1,2})(?::(?P<c>\d{1,2}))?)?)", re.ASCII)
 #: a memory size as dask (``parse_bytes``) and SLURM take it: 16GB, 16 GiB, 1.5T, 512M
-_MEMORY = re.compile(r"(\d{1,9}(?:\.\d{1,6})?) ?([KkMmGgTtPp][Ii]?[Bb]?|[Bb])?")
+_MEMORY = re.compile(r"(\d{1,9}(?:\.\d{1,6})?) ?([KkMmGgTtPp][Ii]?[Bb]?|[Bb])?", re.ASCII)
 #: a partition (or a comma-separated list of them) or an account
 _SLURM_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,127}(?:,[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,127}){0,15}")
 

@@ -534,3 +534,14 @@ def test_a_job_slurm_refuses_is_one_line_with_slurms_reason_not_a_traceback(tmp_
     line = _one_error_line(proc.stderr)
     assert "--on slurm" in line and "invalid partition specified: nope" in line
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("call", [
+    lambda: sweep.check_slurm(walltime="٠٢:٠٠:٠٠"), lambda: sweep.check_slurm(memory="１６GB"),
+    lambda: sweep.parse_on("dask://host:٨٧٨٦"), lambda: sweep.parse_on("local[٣]"),
+    lambda: sweep.check_max_points("１０"),
+])
+def test_numbers_in_options_are_ascii_digits(call):
+    """Non-ASCII digits matched \\d (Arabic-Indic, fullwidth): none of them is a SLURM time, a size or a port."""
+    with pytest.raises(sweep.SweepError):
+        call()
