@@ -7,11 +7,11 @@ experiments are :mod:`.study`, the verdicts :mod:`.verdicts`, the benchmarks :mo
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
 from acl26 import claims as C
+from acl26 import io
 from acl26 import zoo
 from acl26.checks import SEED_MAX
 from acl26.params import Param, ParamSpec, folder_with
@@ -29,7 +29,7 @@ def native_top_k(params: dict) -> int | None:
     if not params["checkpoint"]:
         return None
     try:
-        k = json.loads((Path(params["checkpoint"]) / "config.json").read_text()).get("num_experts_per_tok")
+        k = io.read_json(Path(params["checkpoint"]) / "config.json", max_bytes=1 << 20).get("num_experts_per_tok")
     except (OSError, ValueError, AttributeError):
         return None
     return k if isinstance(k, int) and not isinstance(k, bool) and k >= 1 else None

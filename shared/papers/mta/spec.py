@@ -3,10 +3,10 @@ before any run. The runs are :mod:`.study`, the verdicts :mod:`.verdicts`."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from acl26 import claims as C
+from acl26 import io
 from acl26.checks import SEED_MAX
 from acl26.papers.mta import losses as L
 from acl26.params import TORCH_DEVICE, Param, ParamSpec, folder_with
@@ -72,7 +72,7 @@ def teacher_config(teacher: str, key: str) -> int | None:
     if teacher in named:
         return named[teacher]
     try:
-        n = json.loads((Path(teacher) / "config.json").read_text()).get(key)
+        n = io.read_json(Path(teacher) / "config.json", max_bytes=1 << 20).get(key)  # untrusted: a regular file, bounded
     except (OSError, ValueError, AttributeError):
         return None
     return n if isinstance(n, int) and not isinstance(n, bool) else None
