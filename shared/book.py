@@ -145,12 +145,25 @@ def _of(result: dict, kind: str) -> list[dict]:
     return [r for r in result.get("claims", []) if r.get("kind", "claim") == kind]
 
 
+def _measured_text(rows: list[dict]) -> str:
+    """The measured verdicts of the rows not testable here, e.g. " (measured: 1 yes, 2 no)"; "" for none."""
+    measured = [r.get("measured") for r in rows if r["holds?"] == claims.NOT_TESTABLE]
+    counts = [(v, sum(m == v for m in measured)) for v in (claims.HOLDS, claims.FAILS, claims.INCONCLUSIVE)]
+    shown = ", ".join(f"{n} {v}" for v, n in counts if n)
+    return f" (measured: {shown})" if shown else ""
+
+
 def _count_text(rows: list[dict]) -> str:
-    """E.g. "5 of 9 hold, 1 does not, 1 inconclusive, 1 not testable here, 1 not tested"."""
+    """E.g. "5 of 9 hold, 1 does not, 1 inconclusive, 1 not testable here (measured: 1 no), 1 not tested"."""
     c = _counts(rows)
     return (f"{c[claims.HOLDS]} of {len(rows)} hold, {c[claims.FAILS]} do{'es' if c[claims.FAILS] == 1 else ''} not, "
-            f"{c[claims.INCONCLUSIVE]} inconclusive, {c[claims.NOT_TESTABLE]} not testable here, "
+            f"{c[claims.INCONCLUSIVE]} inconclusive, {c[claims.NOT_TESTABLE]} not testable here{_measured_text(rows)}, "
             f"{c[claims.UNTESTED]} not tested")
+
+
+def _shown(c: dict) -> str:
+    """A row's verdict as the pages show it: beside "not testable here", the claim's measured verdict."""
+    return claims.shown_verdict(c["holds?"], c.get("measured"), c.get("interval"))
 
 
 def _verdicts(result: dict, kind: str = "claim") -> str:
@@ -224,7 +237,8 @@ def generate(executed: Path, generated: Path, profile: str = "book", *, overwrit
         tot = _counts(all_claims)
         parts.append(f"**All chapters:** {len(all_claims)} paper claims: {tot[claims.HOLDS]} hold, "
                      f"{tot[claims.FAILS]} do not hold, **{tot[claims.INCONCLUSIVE]} inconclusive**, "
-                     f"**{tot[claims.NOT_TESTABLE]} not testable here**, {tot[claims.UNTESTED]} not tested. "
+                     f"**{tot[claims.NOT_TESTABLE]} not testable here**{_measured_text(all_claims)}, "
+                     f"{tot[claims.UNTESTED]} not tested. "
                      f"Facts by construction, controls and our own checks are not counted.\n")
     apart: dict[str, list[str]] = {"fact": [], "control": [], "check": []}
     for pid, paper in registry.CHAPTERS.items():
@@ -240,7 +254,7 @@ def generate(executed: Path, generated: Path, profile: str = "book", *, overwrit
             parts.append(table([{"claim (source)": f"{c['claim']} ({c['source']})", "paper": c["paper"],
                                  "ours": _ours(c), "interval": c.get("interval", "—"),
                                  "half-width / margin": c.get("half-width / margin", "—"), "test": c["test"],
-                                 "holds?": c["holds?"]} for c in mine]))
+                                 "holds?": _shown(c)} for c in mine]))
         for kind in apart:
             rows = _of(res, kind)
             if rows:
@@ -248,7 +262,7 @@ def generate(executed: Path, generated: Path, profile: str = "book", *, overwrit
                 apart[kind].append(table([{_KIND_NAMES[kind][:-1]: c["claim"], "ours": _ours(c),
                                            "interval": c.get("interval", "—"),
                                            "half-width / margin": c.get("half-width / margin", "—"),
-                                           "test": c["test"], "holds?": c["holds?"]} for c in rows]))
+                                           "test": c["test"], "holds?": _shown(c)} for c in rows]))
     intro = {
         "fact": "True by how we built it (bit counts, layout arithmetic); shown so the reader can check the "
                 "arithmetic, never counted as reproduced.",

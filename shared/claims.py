@@ -33,11 +33,15 @@ from the estimate to the nearest boundary of its test (``at_least(x)``: ``x``; `
 A claim can also name the *resolution* it needs (``Claim.needs``, a rule in words fixed before any run,
 e.g. "the paper's gap, scaled to our level"): the size of effect its test must be able to tell from
 none. The verdicts code turns the rule into a number and passes it to :meth:`Ledger.record`
-(``needs=``); where the interval's half-width exceeds it, the setup could not have shown an effect of
-that size, and the verdict is **not testable here**, with both figures as the reason. This is the
-precision control every such claim carries, decided on the interval's width alone (never on where the
-estimate lies). A half-width equal to the effect is the least that can do: a true effect of exactly
-that size would be decided about half the time.
+(``needs=``). It is a power rule: it explains an *inconclusive* interval and never erases a decisive
+one. Where the interval holds a boundary of the test (inconclusive) and its half-width exceeds the
+resolution, the setup could not have shown an effect of that size: the verdict is **not testable
+here: under-powered**, with both figures and :meth:`Entry.power_up` as the reason. An interval that
+excludes the boundary decides (holds, or does not hold), however wide it is. A half-width equal to the
+effect is the least that can do: a true effect of exactly that size would be decided about half the time.
+
+Wherever a row reads "not testable here", the tables show the claim's own measured verdict beside it
+(:func:`shown_verdict`), e.g. ``not testable here (measured: no, [-0.7, -0.16])``.
 """
 
 from __future__ import annotations
@@ -187,15 +191,21 @@ class Entry:
 
     @property
     def too_coarse(self) -> bool:
-        """The interval is wider than the resolution the claim's test needs (``Entry.needs``): the verdict is
-        then not testable here, whatever the estimate."""
+        """The interval is wider than the resolution the claim's test needs (``Entry.needs``)."""
         return self.needs is not None and self.half_width is not None and self.half_width > self.needs
 
+    @property
+    def underpowered(self) -> bool:
+        """The interval did not decide (its own verdict is inconclusive: it holds a boundary of the test) and is
+        wider than the resolution the test needs: the setup could not have shown an effect of that size, so
+        the verdict is not testable here. A decisive interval is never under-powered, however wide."""
+        return self.too_coarse and self.interval is not None and self.claim.test.decide(self.interval) == INCONCLUSIVE
+
     def power_up(self) -> float | None:
-        """About how many times the samples (evaluation units or seeds) the interval would need to shrink to the
-        resolution its test needs: (half-width / needs)², since a half-width falls as 1/√n; None where no
-        resolution is set or none is missing."""
-        if not self.too_coarse:
+        """About how many times the samples (evaluation units or seeds) an under-powered interval would need to
+        shrink to the resolution its test needs: (half-width / needs)², since a half-width falls as 1/√n;
+        None where it is not under-powered."""
+        if not self.underpowered:
             return None
         return math.inf if self.needs == 0 else (self.half_width / self.needs) ** 2
 
@@ -247,7 +257,9 @@ class Ledger:
 
         ``needs``: the resolution the test needs (``Claim.needs``'s rule as a number, ≥ 0), required
         with an interval for a claim that sets ``Claim.needs`` and refused for one that does not. An
-        interval whose half-width exceeds it makes the verdict :data:`NOT_TESTABLE` too.
+        inconclusive interval (one holding a boundary of the test) whose half-width exceeds it makes the
+        verdict :data:`NOT_TESTABLE` (under-powered, :attr:`Entry.underpowered`); an interval that excludes
+        the boundary decides, however wide. ``Entry.measured`` keeps the interval's own verdict.
         """
         entry = self._entry(claim_id)
         controls = [self._entry(c) for c in entry.claim.controls]
@@ -286,10 +298,11 @@ class Ledger:
                             + (f" {c.interval.describe()}" if c.interval is not None else "") + f", {c.holds}"
                             for c in failed)
             entry.note = f"not testable here: {why}" + (f". {note}" if note else "")
-        if entry.too_coarse:
+        if entry.underpowered:
             entry.holds = NOT_TESTABLE
-            why = (f"its interval's half-width ±{entry.half_width:.3g} exceeds the {entry.needs:.3g} the test must "
-                   f"resolve ({entry.claim.needs})")
+            why = (f"under-powered: the interval is inconclusive and its half-width ±{entry.half_width:.3g} exceeds "
+                   f"the {entry.needs:.3g} the test must resolve ({entry.claim.needs}); about "
+                   f"{entry.power_up():.3g}× the samples would resolve it")
             entry.note = (f"not testable here: {why}" + (f". {note}" if note else "") if not failed else
                           f"{entry.note.replace('not testable here: ', f'not testable here: {why}; ', 1)}")
         return entry
@@ -341,10 +354,15 @@ class Ledger:
         } for e in self.entries.values() if kind is None or e.claim.kind == kind]
 
     def table(self, kind: str = "claim"):
-        """The chapter's table of ``kind`` (paper claims by default; "fact", "check", "control") as a DataFrame."""
+        """The chapter's table of ``kind`` (paper claims by default; "fact", "check", "control") as a DataFrame;
+        a row not testable here shows its measured verdict beside it (:func:`shown_verdict`)."""
         import pandas as pd
 
         rows = self.rows(kind)
+        shown = [shown_verdict(e.holds, e.measured, e.interval.describe() if e.interval is not None else None)
+                 for e in self.entries.values() if e.claim.kind == kind]
+        for r, v in zip(rows, shown):
+            r["holds?"] = v
         if kind in ("check", "control"):  # ours, not the paper's: no paper column
             for r in rows:
                 r[kind] = r.pop("claim")
@@ -405,6 +423,15 @@ class Ledger:
         return io.write_json(result_path(self.paper, self.profile), payload)
 
 
+def shown_verdict(holds: str, measured: str | None = None, interval: str | None = None) -> str:
+    """The verdict as the tables show it: a row not testable here (a control failed, or under-powered) with
+    the claim's own measured verdict, and its interval, beside it, e.g. ``not testable here (measured: no,
+    [-0.7, -0.16] (95% paired bootstrap ...))``; any other verdict as it is."""
+    if holds != NOT_TESTABLE or measured in (None, "", UNTESTED, NOT_TESTABLE):
+        return holds
+    return f"{holds} (measured: {measured}" + (f", {interval}" if interval and interval != "—" else "") + ")"
+
+
 def power(half_width: float | None, margin: float | None, straddles: bool | None = None,
           needs: float | None = None) -> str:
     """``±h / m``: an interval's half-width beside its test's margin ("—" where either is missing), flagged
@@ -412,14 +439,15 @@ def power(half_width: float | None, margin: float | None, straddles: bool | None
     or, where that is not given, its half-width exceeds the margin.
 
     With ``needs`` (the resolution the claim's test needs) the row adds "needs ±n" and is flagged "too
-    wide" only where the half-width exceeds it: an interval narrow enough to resolve the effect, that
-    still holds a boundary, is an honest "inconclusive" (the effect is smaller than the one resolved)."""
+    wide" only where the half-width exceeds it and the interval holds a boundary (it is under-powered): an
+    interval narrow enough to resolve the effect, that still holds a boundary, is an honest "inconclusive"
+    (the effect is smaller than the one resolved), and one that excludes the boundary decides."""
     if half_width is None or margin is None:
         return "—"
     text = f"±{half_width:.3g} / {margin:.3g}"
     if needs is not None:
         text += f"; needs ±{needs:.3g}"
-        wide = half_width > needs
+        wide = half_width > needs and straddles is not False
     else:
         wide = straddles if straddles is not None else half_width > margin
     return text + " (too wide)" if wide else text

@@ -133,11 +133,13 @@ def test_ledger_page_keeps_claims_facts_controls_and_checks_apart(tmp_path, monk
     (executed / "results" / "lopt-smoke.json").write_bytes(ledger.save().read_bytes())
     book.generate(executed, tmp_path / "generated", profile="smoke")
     page = (tmp_path / "generated" / "claims.md").read_text()
-    assert "2 paper claims: 1 hold, 0 do not hold, **0 inconclusive**, **1 not testable here**, 0 not tested" in page
+    assert ("2 paper claims: 1 hold, 0 do not hold, **0 inconclusive**, **1 not testable here** (measured: 1 yes), "
+            "0 not tested") in page
+    assert "| not testable here (measured: yes) |" in page  # the claim's own verdict beside the control's
     for section in ("## Facts by construction", "## Controls", "## Checks"):
         assert section in page
     assert "±0.3 / 0.5" in page  # the speed claim's half-width beside its margin
     assert "not testable here: control ctl (the subject responds)" in page
     intro = (tmp_path / "generated" / "intro_status.md").read_text()
-    assert "1 of 2 hold, 0 do not, 0 inconclusive, 1 not testable here, 0 not tested" in intro
+    assert "1 of 2 hold, 0 do not, 0 inconclusive, 1 not testable here (measured: 1 yes), 0 not tested" in intro
     assert "facts by construction: 1 of 1 hold" in intro and "controls: 0 of 1 hold" in intro

@@ -219,32 +219,46 @@ RESOLVED = [
 @pytest.mark.parametrize("iv,needs,expected", [
     ((0.2, 0.6), 0.5, C.HOLDS),             # ±0.2 resolves 0.5: decided on its own
     ((-0.1, 0.3), 0.5, C.INCONCLUSIVE),     # resolves it, and holds 0: an honest inconclusive
-    ((-0.4, 1.6), 0.5, C.NOT_TESTABLE),     # ±1.0 cannot tell 0.5 from none, though it holds 0
-    ((0.5, 2.5), 0.5, C.NOT_TESTABLE),      # and even where every point passes: the verdict could not have failed
-    ((-0.4, 0.6), 0.0, C.NOT_TESTABLE),     # a resolution of 0: any width is too wide
+    ((-0.4, 1.6), 0.5, C.NOT_TESTABLE),     # ±1.0 holds 0 and cannot tell 0.5 from none: under-powered
+    ((-0.4, 0.6), 0.0, C.NOT_TESTABLE),     # a resolution of 0: any inconclusive width is under-powered
+    ((0.5, 2.5), 0.3, C.HOLDS),             # wider than needs, but every point passes: a decisive result stands
+    ((-0.8, -0.2), 0.3, C.FAILS),           # wider than needs, every point fails: it stands too
 ])
-def test_an_interval_wider_than_its_resolution_is_not_testable(iv, needs, expected):
+def test_the_resolution_explains_an_inconclusive_interval_and_never_erases_a_decisive_one(iv, needs, expected):
     ledger = C.Ledger("demo", "book", RESOLVED)
     ledger.record("responds", 1.3, interval=_iv(1.2, 1.4))
     e = ledger.record("gain", sum(iv) / 2, interval=_iv(*iv), needs=needs)
     assert e.holds == expected and e.needs == needs
-    assert e.too_coarse is (expected == C.NOT_TESTABLE)
+    assert e.underpowered is (expected == C.NOT_TESTABLE)
+    assert e.measured == (C.INCONCLUSIVE if expected == C.NOT_TESTABLE else expected)
     row = {r["claim"]: r for r in ledger.rows()}["the method gains"]
     assert f"needs ±{needs:.3g}" in row["half-width / margin"]
-    assert row["half-width / margin"].endswith("(too wide)") is e.too_coarse
-    if e.too_coarse:
-        assert "exceeds the" in e.note and "the paper's gain at our scale" in e.note
+    assert row["half-width / margin"].endswith("(too wide)") is e.underpowered
+    if e.underpowered:
+        assert "under-powered" in e.note and "the paper's gain at our scale" in e.note
         assert e.power_up() == (pytest.approx(((iv[1] - iv[0]) / 2 / needs) ** 2) if needs else float("inf"))
     else:
-        assert e.power_up() is None
+        assert e.power_up() is None and "under-powered" not in e.note
 
 
 def test_resolution_and_a_failing_control_both_give_their_reason():
     ledger = C.Ledger("demo", "book", RESOLVED)
     ledger.record("responds", 1.0, interval=_iv(0.9, 1.1))  # fails
     e = ledger.record("gain", 0.6, interval=_iv(-0.4, 1.6), needs=0.5)
-    assert e.holds == C.NOT_TESTABLE and e.note.startswith("not testable here: its interval's half-width ±1")
+    assert e.holds == C.NOT_TESTABLE and e.note.startswith("not testable here: under-powered: the interval is")
     assert "control responds" in e.note and e.measured == C.INCONCLUSIVE
+
+
+def test_a_not_testable_row_shows_its_measured_verdict_beside_it():
+    ledger = C.Ledger("demo", "book", RESOLVED)
+    ledger.record("responds", 1.0, interval=_iv(0.9, 1.1))  # fails: the claim is not testable here
+    e = ledger.record("gain", -0.43, interval=_iv(-0.70, -0.16), needs=0.3)
+    assert e.holds == C.NOT_TESTABLE and e.measured == C.FAILS
+    shown = ledger.table().loc["the method gains", "holds?"]
+    assert shown.startswith("not testable here (measured: no, [-0.7, -0.16]")
+    assert ledger.rows()[1]["holds?"] == C.NOT_TESTABLE  # the data keeps the verdict word (verify compares it)
+    assert C.shown_verdict(C.HOLDS, C.HOLDS, "[1, 2]") == C.HOLDS
+    assert C.shown_verdict(C.NOT_TESTABLE, C.UNTESTED) == C.NOT_TESTABLE
 
 
 def test_the_resolution_is_required_where_the_claim_names_one_and_refused_elsewhere():

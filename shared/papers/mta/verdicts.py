@@ -132,8 +132,8 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
 
 
 def _coarse(e: C.Entry, params: dict, seeds: int) -> str:
-    """Why a claim is not testable here for want of resolution (Markdown), or '' where its interval resolves."""
-    if not e.too_coarse:
+    """Why a claim is not testable here for want of resolution (Markdown), or '' where it is not under-powered."""
+    if not e.underpowered:
         return ""
     return (f" Its interval's half-width, ±{e.half_width:.3g}, exceeds the {e.needs:.3g} it must resolve "
             f"({e.claim.needs}), so this setup could not have shown an effect of the paper's size. Reaching it would "
@@ -181,7 +181,7 @@ def reading(ledger: C.Ledger, results: dict, params: dict) -> str:
                    f"{abl_d.loc['+DSA only', 'perplexity']:.0f}, against +Hid only's "
                    f"{abl_d.loc['+Hid only', 'ROUGE-L']:.2f} and {abl_d.loc['+Hid only', 'perplexity']:.0f} (the base: "
                    f"{abl_d.loc['base', 'ROUGE-L']:.2f} and {abl_d.loc['base', 'perplexity']:.0f}).")
-        if e.too_coarse:
+        if e.underpowered:
             notes.append(f"- **DSA contributes more than Hid: {e.holds}** ({e.shown}). {figures}" + _coarse(e, params, n))
         else:
             notes.append(f"- **DSA contributes more than Hid: {e.holds}.** {figures} A likely reason is how our student "
