@@ -14,21 +14,19 @@ Every test works in a private ``$ACL26_CACHE`` or ``tmp_path``, on made-up asset
 from __future__ import annotations
 
 import hashlib
-import io as _io
 import json
 import re
 import shutil
 import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
 import torch
 
 from acl26 import assets, cli
+from test_cache_faults import FILES, _tarball  # the same fake npm package
 
 ROOT = Path(__file__).resolve().parents[1]
-FILES = {"package/index.js": b"module.exports = 1;\n" * 50, "package/tokenizer.json": b"{}"}
 
 
 def _one_line(err: str) -> str:
@@ -45,17 +43,6 @@ def _run_cli(capsys, *argv) -> tuple[int, str, str]:
 
 
 # ---- 1. a damaged asset stamp
-
-
-def _tarball(files: dict[str, bytes]) -> bytes:
-    buf = _io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
-        for name, content in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(content)
-            info.mtime = 0
-            tf.addfile(info, _io.BytesIO(content))
-    return buf.getvalue()
 
 
 class _Registry:
