@@ -25,11 +25,9 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-import json
 import logging
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import tarfile
@@ -140,14 +138,11 @@ def _read_stamp(asset: Asset) -> dict | None:
     file = asset.dir / STAMP
     if not os.path.lexists(file):
         return None
-    try:
-        st = file.stat()
-        if not stat.S_ISREG(st.st_mode):
-            raise _StampError(asset, "not a regular file")
-        if st.st_size > MAX_STAMP_BYTES:
-            raise _StampError(asset, f"{st.st_size} bytes, more than a stamp's {MAX_STAMP_BYTES}")
-        info = json.loads(file.read_bytes().decode("utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:  # unreadable, not UTF-8, not JSON, nested too deep
+    try:  # a regular file of bounded size (a FIFO, a device or a folder is refused unread), UTF-8 JSON
+        info = io.read_json(file, max_bytes=MAX_STAMP_BYTES)
+    except OSError as exc:
+        raise _StampError(asset, exc.strerror or one_line(exc)) from exc
+    except ValueError as exc:  # not UTF-8, not JSON, nested too deep
         raise _StampError(asset, one_line(exc)) from exc
     if not isinstance(info, dict):
         raise _StampError(asset, f"a JSON {type(info).__name__}, not an object")
