@@ -296,15 +296,17 @@ def _plan(tmp_path, monkeypatch, grid="seed=0"):
 FAILED = {"rc": 2, "error": "acl26: error: boom", "wall_s": 0.0, "host": "here"}
 
 
-def test_a_users_failure_record_in_the_way_stops_the_sweep_before_it_runs_and_stays_as_it_was(tmp_path, monkeypatch):
+@pytest.mark.parametrize("which", ["failed_record", "log"])
+def test_a_users_failure_record_or_log_in_the_way_stops_the_sweep_before_it_runs_and_stays_as_it_was(
+        tmp_path, monkeypatch, which):
     plan = _plan(tmp_path, monkeypatch)
-    record = plan.failed_record(plan.points[0])
-    record.parent.mkdir(parents=True)
-    record.write_bytes(b"my notes\n")
+    target = getattr(plan, which)(plan.points[0])
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"mine\n")
     rec = _Recorder(FAILED)
-    with pytest.raises(io.OutputExistsError, match=str(record)):
+    with pytest.raises(io.OutputExistsError, match=str(target)):
         sweep.run(plan, executor=rec, progress=False, say=lambda line: None)
-    assert rec.seen == [] and record.read_bytes() == b"my notes\n"
+    assert rec.seen == [] and target.read_bytes() == b"mine\n"
 
 
 def test_a_users_failure_record_that_appears_meanwhile_is_kept_and_the_point_says_why(tmp_path, monkeypatch):
@@ -326,17 +328,6 @@ def test_a_sweeps_own_failure_record_is_replaced_by_the_next_try(tmp_path, monke
     for error in ("first", "second"):
         sweep.run(plan, executor=_Recorder({**FAILED, "error": error}), progress=False, say=lambda line: None)
         assert io.read_json(plan.failed_record(plan.points[0]))["error"] == error
-
-
-def test_a_users_log_in_the_way_stops_the_sweep_before_it_runs(tmp_path, monkeypatch):
-    plan = _plan(tmp_path, monkeypatch)
-    log = plan.log(plan.points[0])
-    log.parent.mkdir(parents=True)
-    log.write_bytes(b"my log\n")
-    rec = _Recorder(FAILED)
-    with pytest.raises(io.OutputExistsError, match=str(log)):
-        sweep.run(plan, executor=rec, progress=False, say=lambda line: None)
-    assert rec.seen == [] and log.read_bytes() == b"my log\n"
 
 
 @pytest.mark.parametrize("kind", ["file", "symlink"])
