@@ -200,7 +200,8 @@ def test_dsa_by_hand_invariances_and_gradient_flow():
     w = torch.tensor([[0.5, 0.25, 0.25]])
     d_t = {(0, 1): 1.0, (0, 2): 1 - 1 / math.sqrt(2), (1, 2): 1 - 1 / math.sqrt(2)}
     d_s = {(0, 1): 0.0, (0, 2): 1.0, (1, 2): 1.0}
-    want = sum(float(w[0, i] * w[0, j]) * (d_s[i, j] - d_t[i, j]) ** 2 for i, j in d_t)
+    # Σ_{i≠j}: each unordered pair counts twice, (i, j) and (j, i)
+    want = 2 * sum(float(w[0, i] * w[0, j]) * (d_s[i, j] - d_t[i, j]) ** 2 for i, j in d_t)
     assert float(L.dsa_loss(s, t, w)) == pytest.approx(want, rel=1e-6)
     g = torch.Generator().manual_seed(3)
     tt = torch.randn(2, 6, 5, generator=g)

@@ -30,8 +30,9 @@ from acl26.papers.mta import data as D
 from acl26.papers.mta import losses as L
 
 #: bump when the loop changes what it produces
-#: (2: importance, pooling and Hid over the content tokens only, not the chat template's)
-DISTILL_VERSION = 2
+#: (2: importance, pooling and Hid over the content tokens only, not the chat template's;
+#: 3: DSA summed over i ≠ j, the paper's form, twice the earlier Σ_{i<j} at the same λ_DSA)
+DISTILL_VERSION = 3
 
 
 def layer_subset(n_teacher: int, n_student: int) -> list[int]:

@@ -24,7 +24,7 @@ from the student (log-probabilities, logits, states) and the MTA terms' inputs p
 ±∞), so a diverged student gives a NaN loss, never a finite one. Masked-out positions do not enter.
 
 **MTA** (the paper's §3): :func:`token_importance` from teacher states, :func:`pool_spans` into
-word or phrase units, :func:`dsa_loss` (Dynamic Structural Alignment) on the units' pairwise
+word or phrase units, :func:`dsa_loss` (Dynamic Structural Alignment, summed over i ≠ j) on the units' pairwise
 cosine distances and :func:`hid_loss` (Hidden Representation Alignment) on projected states.
 :func:`key_layers` and :func:`teacher_layer` place them in depth.
 """
@@ -265,7 +265,13 @@ def cosine_distances(units: torch.Tensor) -> torch.Tensor:
 
 
 def dsa_loss(student_units: torch.Tensor, teacher_units: torch.Tensor, unit_weights: torch.Tensor) -> torch.Tensor:
-    """Dynamic Structural Alignment: Σ_{i<j} w_i w_j (d(U^S_i, U^S_j) − d(U^T_i, U^T_j))², d = 1 − cos.
+    """Dynamic Structural Alignment: Σ_{i≠j} w_i w_j (d(U^S_i, U^S_j) − d(U^T_i, U^T_j))², d = 1 − cos.
+
+    The paper's form (§3, the DSA loss, as ``../shared/papers/mta.md`` records it; the paper has no
+    official code to read it against): the sum runs over ordered pairs i ≠ j, so each unordered pair
+    counts twice, i.e. twice Σ_{i<j}. The paper's λ_DSA (2 for GPT-2 and Qwen) weighs this sum, so the
+    chapter keeps λ_DSA = 2 with it (until DISTILL_VERSION 3 the sum ran over i < j: half the term, an
+    effective λ_DSA of 1). The diagonal is left out explicitly (it is 0 except for a zero unit).
 
     ``[B, K, d_S]``, ``[B, K, d_T]`` (the sizes may differ: only each side's own geometry enters),
     ``unit_weights`` ``[B, K]``. Mean over the batch. The teacher side is detached, so the gradient
@@ -279,8 +285,8 @@ def dsa_loss(student_units: torch.Tensor, teacher_units: torch.Tensor, unit_weig
     dt = cosine_distances(teacher_units.detach())
     w = unit_weights.detach().float()
     pair = w[:, :, None] * w[:, None, :]
-    upper = torch.triu(torch.ones(ds.shape[-1], ds.shape[-1], dtype=torch.bool, device=ds.device), diagonal=1)
-    return ((pair * (ds - dt) ** 2) * upper).sum((1, 2)).mean()
+    off = ~torch.eye(ds.shape[-1], dtype=torch.bool, device=ds.device)  # every ordered pair i ≠ j
+    return ((pair * (ds - dt) ** 2) * off).sum((1, 2)).mean()
 
 
 def hid_loss(student_hidden: torch.Tensor, teacher_hidden: torch.Tensor, weights: torch.Tensor,
