@@ -36,12 +36,20 @@ piece on its own, so a piece boundary on which the left chunk (synchronised from
 the right chunk (synchronised from there on) both agree is a boundary of the sequential encoding,
 and everything left of it comes from the left chunk, everything right of it from the right chunk.
 The default rule (``rule="piece"``) therefore cuts only at a piece start that both chunks agree
-on, with the whole piece before it and the whole piece after it inside the matched run. The
-``rule="paper"`` variant is the paper's: the longest run of at least ``min_run`` equal
-(START, END, ID) tokens, cut at its end.
+on, with the whole piece before it and the whole piece after it inside the matched run.
 
-Choice among candidates: the longest run first, then the cut closest to ``center`` (the middle of
-the overlap, furthest from both chunks' edges), then the smallest ``ia``, then the smallest ``ib``.
+``rule="paper"`` is the vllm-ascend port's rule (``vllm_ascend/tokenization/lopt_tokenizer.py``,
+``_find_position_overlap``; the paper's text does not state one): only tokens wholly inside the
+overlap ``[lo, hi)`` take part (``lo <= START``, ``END <= hi``, ``END > START``); every maximal run of
+at least ``min_run`` equal (START, END, ID) tokens is a candidate, ranked by (run length, distance
+from both overlap edges ``min(run start - lo, hi - run end)``, span ``run end - run start``), higher
+first; an exact tie between the best candidates is rejected (no cut), and the cut is at the best
+run's end. ``rule="longest"`` is the id-matching baseline's (sglang's approach; positions erased by
+the caller): the longest run, then the cut closest to ``center``, then the smallest ``ia``, ``ib``.
+
+Choice among candidates of ``rule="piece"``: the longest run first, then the cut closest to ``center``
+(the middle of the overlap, furthest from both chunks' edges), then the smallest ``ia``, then the
+smallest ``ib``.
 """
 
 from __future__ import annotations
@@ -54,7 +62,7 @@ from acl26 import checks
 from acl26.kernels._jit import njit
 
 START, END, ID, PIECE = 0, 1, 2, 3
-RULES = {"paper": 0, "piece": 1}
+RULES = {"longest": 0, "piece": 1, "paper": 2}
 
 
 class Cut(NamedTuple):
@@ -71,23 +79,25 @@ class Cut(NamedTuple):
 
 
 def find_cut(left: np.ndarray, right: np.ndarray, *, center: int, min_run: int = 2,
-             rule: str = "piece") -> Cut:
+             rule: str = "piece", overlap: tuple[int, int] | None = None) -> Cut:
     """Find the cut between two overlapping chunks' token arrays (see the module docstring).
 
     ``left`` and ``right`` are ``(n, 4)`` integer arrays (``(n, 3)`` is accepted for
-    ``rule="paper"``, which ignores PIECE). Only the tokens inside the overlap need be passed;
-    the returned indices refer to the arrays as given.
+    ``rule="paper"`` and ``rule="longest"``, which ignore PIECE). Only the tokens inside the overlap
+    need be passed; the returned indices refer to the arrays as given. ``overlap``: the characters
+    ``(lo, hi)`` both chunks cover, for ``rule="paper"`` (default: from the smallest START to the
+    largest END given); the other rules ignore it.
     """
     if rule not in RULES:
         raise ValueError(f"rule must be one of {sorted(RULES)}, got {rule!r}")
     center = checks.integer("center", center)
     min_run = checks.integer("min_run", min_run, 1)  # 2.9 is refused, never cut to 2
-    need = 3 if rule == "paper" else 4
+    need = 4 if rule == "piece" else 3
     arrays = []
     for name, arr in (("left", left), ("right", right)):
         arr = np.asarray(arr)
         if arr.ndim != 2 or arr.shape[1] < need or arr.shape[1] > 4:
-            raise ValueError(f"{name} must have shape (n, 4) (or (n, 3) for rule='paper'), got {arr.shape}")
+            raise ValueError(f"{name} must have shape (n, 4) (or (n, 3) for rule='paper' or 'longest'), got {arr.shape}")
         if arr.dtype.kind not in "iu":
             raise ValueError(f"{name} must hold integers, got dtype {arr.dtype}")
         if arr.shape[1] == 3:
@@ -96,7 +106,20 @@ def find_cut(left: np.ndarray, right: np.ndarray, *, center: int, min_run: int =
         if arr.shape[0] and (np.any(arr[:, END] < arr[:, START]) or np.any(np.diff(arr[:, START]) < 0)):
             raise ValueError(f"{name}: tokens must have START <= END and non-decreasing START")
         arrays.append(arr)
-    ia, ib, run, pos = _find_cut(arrays[0], arrays[1], np.int64(center), np.int64(min_run), RULES[rule])
+    if overlap is None:
+        both = [a for a in arrays if a.shape[0]]
+        lo = min((int(a[:, START].min()) for a in both), default=0)
+        hi = max((int(a[:, END].max()) for a in both), default=0)
+    else:
+        if len(overlap) != 2:
+            raise ValueError(f"overlap must be a pair (lo, hi), got {overlap!r}")
+        lo, hi = checks.integer("overlap lo", overlap[0]), checks.integer("overlap hi", overlap[1])
+        if hi < lo:
+            raise ValueError(f"overlap must have lo <= hi, got {overlap!r}")
+    if rule == "paper":
+        ia, ib, run, pos = _find_cut_port(arrays[0], arrays[1], np.int64(lo), np.int64(hi), np.int64(min_run))
+    else:
+        ia, ib, run, pos = _find_cut(arrays[0], arrays[1], np.int64(center), np.int64(min_run), RULES[rule])
     return Cut(int(ia), int(ib), int(run), int(pos))
 
 
@@ -173,5 +196,65 @@ def _find_cut(a, b, center, min_run, rule):
                             best_pos = pos
             j += 1
     if best_ia < 0:
+        return -1, -1, 0, -1
+    return best_ia, best_ib, best_len, best_pos
+
+
+@njit(cache=True, nogil=True)
+def _inside(a, i, lo, hi):
+    return a[i, START] >= lo and a[i, END] <= hi and a[i, END] > a[i, START]
+
+
+@njit(cache=True, nogil=True)
+def _find_cut_port(a, b, lo, hi, min_run):
+    """The vllm-ascend port's rule (module docstring): maximal runs of equal (START, END, ID) tokens wholly
+    inside ``[lo, hi)``, ranked by (length, min(start - lo, hi - end), end - start); an exact tie of the
+    best rank is no cut."""
+    na = a.shape[0]
+    nb = b.shape[0]
+    best_len = -1
+    best_margin = 0
+    best_span = 0
+    best_ia = -1
+    best_ib = -1
+    best_pos = -1
+    tie = False
+    jlo = 0
+    for i in range(na):
+        s = a[i, START]
+        while jlo < nb and b[jlo, START] < s:
+            jlo += 1
+        if not _inside(a, i, lo, hi):
+            continue
+        j = jlo
+        while j < nb and b[j, START] == s:
+            # a maximal run starts at (i, j): equal and inside here, not so just before
+            if _same(a, i, b, j, 3) and not (i > 0 and j > 0 and _same(a, i - 1, b, j - 1, 3)
+                                             and _inside(a, i - 1, lo, hi)):
+                length = 1
+                end = a[i, END]
+                while (i + length < na and j + length < nb and _same(a, i + length, b, j + length, 3)
+                       and _inside(a, i + length, lo, hi)):
+                    if a[i + length, END] > end:
+                        end = a[i + length, END]
+                    length += 1
+                if length >= min_run:
+                    margin = s - lo
+                    if hi - end < margin:
+                        margin = hi - end
+                    span = end - s
+                    if (length > best_len or (length == best_len and (margin > best_margin or (
+                            margin == best_margin and span > best_span)))):
+                        best_len = length
+                        best_margin = margin
+                        best_span = span
+                        best_ia = i + length
+                        best_ib = j + length
+                        best_pos = end
+                        tie = False
+                    elif length == best_len and margin == best_margin and span == best_span:
+                        tie = True
+            j += 1
+    if best_ia < 0 or tie:
         return -1, -1, 0, -1
     return best_ia, best_ib, best_len, best_pos

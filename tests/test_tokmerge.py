@@ -43,11 +43,14 @@ def chunk_pair(draw):
     return left[order_l], right[order_r]
 
 
-@given(chunk_pair(), st.integers(90, 210), st.integers(1, 4), st.sampled_from(["paper", "piece"]))
-def test_kernel_matches_naive_twin(pair, center, min_run, rule):
+@given(chunk_pair(), st.integers(90, 210), st.integers(1, 4), st.sampled_from(["paper", "longest", "piece"]),
+       st.one_of(st.none(), st.tuples(st.integers(85, 150), st.integers(100, 215))))
+def test_kernel_matches_naive_twin(pair, center, min_run, rule, overlap):
     left, right = pair
-    got = tokmerge.find_cut(left, right, center=center, min_run=min_run, rule=rule)
-    assert tuple(got) == naive.find_cut(left, right, center, min_run, rule)
+    if overlap is not None and overlap[1] < overlap[0]:
+        overlap = (overlap[1], overlap[0])
+    got = tokmerge.find_cut(left, right, center=center, min_run=min_run, rule=rule, overlap=overlap)
+    assert tuple(got) == naive.find_cut(left, right, center, min_run, rule, overlap)
 
 
 @given(chunk_pair(), st.integers(90, 210))
@@ -75,6 +78,7 @@ def test_ids_alone_do_not_match_when_positions_differ():
     right = left.copy()
     right[:, :2] += 1  # same ids, shifted by one character: no agreement
     assert not tokmerge.find_cut(left, right, center=6, rule="paper").found
+    assert not tokmerge.find_cut(left, right, center=6, rule="longest").found
     assert not tokmerge.find_cut(left, right, center=6, rule="piece").found
 
 

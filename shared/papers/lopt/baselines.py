@@ -61,7 +61,7 @@ def encode_overlap_ids(tokenizer, text: str, *, chunk_chars: int = DEFAULT_CHUNK
             for arr in (tail, head):
                 arr[:, 0] = 0
                 arr[:, 1] = 0
-            cut = tokmerge.find_cut(tail, head, center=0, min_run=min_run, rule="paper")
+            cut = tokmerge.find_cut(tail, head, center=0, min_run=min_run, rule="longest")
             if cut.found:
                 stop, nxt = len(enc.ids) - len(enc.tail) + cut.ia, cut.ib
             else:  # no common id run: cut both at the nominal boundary
