@@ -57,7 +57,11 @@ class Stats:
     rounds: int = 0  # encode rounds (1 + growing rounds)
     time_split: float = 0.0
     time_encode: float = 0.0
-    time_merge: float = 0.0
+    time_merge: float = 0.0  # time_match + time_assemble
+    #: the merge proper, finding every cut (added-token guard and the kernel), timed apart from assembling the
+    #: output ids from the chunks' kept parts, which any chunked encoding does
+    time_match: float = 0.0
+    time_assemble: float = 0.0
     time_total: float = 0.0
     #: summed over the chunks encoded: seconds inside the backend's encode (the GIL released) and in
     #: Python around it (ids, edge tokens, offsets: the GIL held), and each worker thread's busy seconds
@@ -516,7 +520,8 @@ def encode(tokenizer, text: str, *, add_special_tokens: bool = False, workers: i
     max_retries : growing rounds (the failing boundary's chunks are fused, doubling their length)
         before falling back to sequential encoding.
     rule : ``"piece"`` (default; cut only at a pre-tokenizer piece boundary both chunks agree on)
-        or ``"paper"`` (cut at the end of the longest matched run).
+        or ``"paper"`` (the vllm-ascend port's rule: the best-ranked matched run wholly inside the
+        overlap, an exact tie rejected, cut at its end; :mod:`acl26.kernels.tokmerge`).
     executor : ``"threads"`` (tokenizers releases the GIL in ``encode_batch``) or ``"processes"``
         (a pool of spawned workers, each with a copy of the tokenizer, kept for later calls and
         restarted when the tokenizer's pipeline, vocabulary size or special-token splitting
@@ -587,12 +592,14 @@ def encode(tokenizer, text: str, *, add_special_tokens: bool = False, workers: i
                 if guard is not None and guard.regex is not None:
                     spans = guard.intervals(text, center - h, center + h)
                     tail, head = guard.mask(tail, spans), guard.mask(head, spans)
-                cuts[key] = tokmerge.find_cut(tail, head, center=center, min_run=min_run, rule=rule)
+                # the overlap both chunks cover: the right chunk's start to the left chunk's end
+                span = (max(0, bounds[left[1]] - h), min(n, bounds[left[1]] + h))
+                cuts[key] = tokmerge.find_cut(tail, head, center=center, min_run=min_run, rule=rule, overlap=span)
             if not cuts[key].found:
                 failed.append(left[1])
         if round_ == 0:
             stats.failed_boundaries = len(failed)
-        stats.time_merge += time.perf_counter() - t2
+        stats.time_match += time.perf_counter() - t2
         if not failed:
             break
         if round_ == max_retries:
@@ -636,7 +643,8 @@ def encode(tokenizer, text: str, *, add_special_tokens: bool = False, workers: i
             offs.append(enc.offsets[begin:stop])
         begin = nxt
     ids.extend(suffix)
-    stats.time_merge += time.perf_counter() - t3
+    stats.time_assemble = time.perf_counter() - t3
+    stats.time_merge = stats.time_match + stats.time_assemble
     stats.n_chunks = len(groups)
     stats.n_tokens = len(ids)
     stats.time_total = time.perf_counter() - t0
@@ -679,6 +687,7 @@ def _sequential(bk, text, add_special_tokens, stats, t0, return_offsets, return_
     stats.n_chunks = 1
     stats.n_tokens = len(ids)
     stats.time_encode += time.perf_counter() - t1
+    stats.time_merge = stats.time_match + stats.time_assemble
     stats.time_total = time.perf_counter() - t0
     return _pack(ids, offsets, stats, return_offsets, return_stats)
 
