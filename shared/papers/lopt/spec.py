@@ -111,32 +111,85 @@ SPEC = ParamSpec(
 # --------------------------------------------------------------------------------------------
 # claims
 
-#: where the paper's cut rule comes from (the paper's text does not state it)
-_PAPER_RULE = "abstract, §4 (exact match); the cut rule of the vllm-ascend port (vllm_ascend/tokenization/lopt_tokenizer.py)"
+#: where the paper's cut rule comes from (the paper's text does not state it): the vllm-ascend port,
+#: vllm_ascend/tokenization/lopt_tokenizer.py, _find_position_overlap (read at commit 4bd8a6bb of
+#: github.com/vllm-project/vllm-ascend): tokens wholly inside the overlap, maximal runs of equal (start, end, id)
+#: of at least 2 tokens ranked by (run length, min(distance from the overlap's start, from its end), span), an exact
+#: tie between the best rejected, the cut at the best run's end. acl26.kernels.tokmerge (rule="paper") runs it.
+_PAPER_RULE = ("abstract, §4 (exact match); the cut rule of the vllm-ascend port "
+               "(vllm_ascend/tokenization/lopt_tokenizer.py, _find_position_overlap)")
 
-# The ledger leads with the paper's method, the paper's cut rule: LoPT's exactness claims are decided
-# on it. Our own boundary rule, which fixes it (Deviations), is our check, shown apart. The lossy
-# baselines are decided where a user meets them: whole real texts at the default chunk and overlap.
+#: the regime in which exactness is claimed (/work/shared/papers/lopt.md, from the port's notes): overlaps *longer*
+#: than the longest pre-token piece of the text (study.longest_piece, study.in_regime). Runs outside it are shown
+#: apart, by overlap ÷ longest piece (study.regime_table), and decide nothing. A tokenizer whose pre-tokenizer does
+#: not split (SentencePiece: LLaMA-2, Mistral) has one piece, the whole text: its runs are all outside.
+PAPER_REGIME = "overlap longer than the longest pre-token piece"
+
+#: the text length at which the speed rows are decided (the paper's claim is about long inputs); shorter: untested
+SPEED_CHARS = 10_000_000
+#: workers from which the paper's many-core figure is decided. The paper reports 4–6× "on many cores" and our notes
+#: give no core count; 4× needs 4 workers at perfect scaling, so we ask for twice that (a 50% parallel efficiency
+#: reaches the low end). Fewer: not testable here.
+MANY_WORKERS = 8
+
+# The ledger leads with the paper's method, the paper's cut rule as the vllm-ascend port has it: LoPT's exactness
+# claims are decided on it, in the paper's regime. Our own boundary rule, which fixes it (Deviations), is our
+# check, shown apart. The lossy baselines are decided where a user meets them: whole real texts at the default
+# chunk and overlap, on the regex-BPE tokenizers (issue 39: with a SentencePiece tokenizer every chunk starts with
+# "▁", so splitting loses on every text by construction; that is a fact row, sp_prefix, not evidence for the claim).
+#
+# Resolution (`needs`), fixed before any run, from arithmetic on the test, never from a figure of ours:
+# * faster_2w: half the ideal gain of 2 workers over 1, (2× − 1×) / 2 = 0.5×. An interval no wider than that can
+#   tell a method at half its ideal 2-worker gain from no gain. Considered: the full ideal gain (1×; larger, and
+#   issue 39 takes the smallest value where a rule leaves a choice); the paper's 4× scaled to 2 workers (needs the
+#   paper's core count, which our notes do not give); none (an inconclusive interval would then say nothing about
+#   whether the repeats could have decided).
+# * speedup (our check, 1 → 2 workers ≥ 1.9×): the 2-worker ceiling minus the goal, 2.0× − 1.9× = 0.1×: narrower,
+#   the interval can tell an encoder at the ceiling from one below the goal. Considered: the whole headroom of 2
+#   workers, 2× − 1× = 1× (larger: it could not tell the goal from the ceiling); none. The factor is a ratio, so
+#   no absolute/relative choice arises.
+# * merge_cheap (our check, the merge ≤ 2% of wall time): half the goal, 1 percentage point: the interval can tell a
+#   merge at half the allowance from one at the allowance. Considered: the goal itself (2 points; larger); none.
+# * speedup_many_cores: none. The test is the paper's own range (≥ 4×, its low end); there is no smaller effect the
+#   claim is about, and it is decided only where MANY_WORKERS were timed.
+# The speed rows are decided on the range over timing repeats (acl26.stats.repeat_range) of same-repeat ratios, the
+# order of the compared runs rotated every repeat (study._speed_job), for every tokenizer timed: a row holds when
+# every tokenizer's interval passes, does not hold when any tokenizer's fails, and is inconclusive otherwise.
 CLAIMS = [
     C.Claim("paper_rule_default", "LoPT's output is identical to sequential tokenization at its default chunk and "
-            "overlap (the paper's cut rule)", "exact match 1.0", _PAPER_RULE, C.equals(1.0)),
-    C.Claim("paper_rule_any", "LoPT's output is identical to sequential tokenization at any chunk and overlap "
-            "(the paper's cut rule)", "lossless (no condition stated)", _PAPER_RULE, C.equals(1.0)),
-    C.Claim("naive_lossy", "Naive splitting without overlap is lossy at chunk boundaries (whole real texts, default "
-            "chunk)", "lossy", "§2 / baselines", C.predicate("mismatch on > 0 texts", lambda v: v > 0)),
+            f"overlap, in the paper's regime ({PAPER_REGIME}; the port's cut rule)", "exact match 1.0", _PAPER_RULE,
+            C.equals(1.0)),
+    C.Claim("paper_rule_any", "LoPT's output is identical to sequential tokenization at any chunk and overlap in the "
+            f"paper's regime ({PAPER_REGIME}; the port's cut rule)", "lossless", _PAPER_RULE, C.equals(1.0)),
+    C.Claim("naive_lossy", "Naive splitting without overlap is lossy at chunk boundaries (regex-BPE tokenizers, whole "
+            "real texts, default chunk)", "lossy", "§2 / baselines", C.predicate("mismatch on > 0 texts", lambda v: v > 0)),
     C.Claim("ids_lossy", "Overlap with id matching (sglang) is sometimes lossy (whole real texts, default chunk and "
             "overlap)", "sometimes lossy", "§2 / baselines", C.predicate("mismatch on > 0 texts", lambda v: v > 0)),
-    C.Claim("delim_lossy", "Splitting at natural delimiters (vLLM) is lossy except at special tokens (whole real "
-            "texts, default chunk)", "lossy", "§2 / baselines", C.predicate("mismatch on > 0 texts", lambda v: v > 0)),
-    # speedup and merge_cheap: the thresholds (1.9×, 2%) are those the chapter landed with; 5be7057 only named
-    # them as the tests' boundaries, so the table can set the interval's half-width beside the margin
-    C.Claim("speedup", "Parallel tokenization is much faster than sequential on long texts",
-            "4–6× (many-core CPU)", "§4 speed results",
-            C.predicate("parallel factor (1 → 2 workers) ≥ 1.9× at 10 M characters on 2 cores", lambda v: v >= 1.9,
-                        boundaries=(1.9,))),
-    C.Claim("merge_cheap", "The merge adds little overhead", "small", "§4",
-            C.predicate("merge ≤ 2% of wall time at 10 M characters", lambda v: v <= 0.02,
-                        boundaries=(0.02,))),
+    C.Claim("delim_lossy", "Splitting at natural delimiters (vLLM) is lossy except at special tokens (regex-BPE "
+            "tokenizers, whole real texts, default chunk)", "lossy", "§2 / baselines",
+            C.predicate("mismatch on > 0 texts", lambda v: v > 0)),
+    C.Claim("faster_2w", "LoPT with 2 workers is faster than sequential `encode` on long texts",
+            "4–6× on many cores (2 workers not reported)", "abstract; §4 speed results",
+            C.predicate(f"tokenizer.encode time ÷ LoPT (2 workers) time > 1× at {SPEED_CHARS:,} characters, every "
+                        "tokenizer", lambda v: v > 1.0, boundaries=(1.0,)),
+            needs="half the ideal gain of 2 workers over 1: (2× − 1×) / 2 = 0.5×"),
+    C.Claim("speedup_many_cores", "Parallel tokenization is 4–6× faster than sequential on a many-core CPU",
+            "4–6×", "abstract; §4 speed results",
+            C.predicate(f"tokenizer.encode time ÷ LoPT time ≥ 4× with ≥ {MANY_WORKERS} workers at {SPEED_CHARS:,} "
+                        "characters, every tokenizer", lambda v: v >= 4.0, boundaries=(4.0,))),
+    C.Claim("sp_prefix", "A SentencePiece tokenizer (no pre-tokenizer split: LLaMA-2, Mistral) starts every chunk "
+            "with \"▁\", so splitting without overlap (naive, delimiter) changes every whole text it splits",
+            "", "", C.equals(1.0), kind="fact"),
+    # speedup and merge_cheap: our engineering goals from the LoPT issue (1.9×, 2%), not the paper's figures
+    # (issue 39): checks, decided per tokenizer on intervals over repeats
+    C.Claim("speedup", "Parallelism pays: LoPT with 2 workers over LoPT with 1 worker on the same chunks", "", "",
+            C.predicate(f"parallel factor (1 → 2 workers) ≥ 1.9× at {SPEED_CHARS:,} characters, every tokenizer",
+                        lambda v: v >= 1.9, boundaries=(1.9,)), kind="check",
+            needs="the 2-worker ceiling minus the goal: 2.0× − 1.9× = 0.1×"),
+    C.Claim("merge_cheap", "The merge (finding every cut: the added-token guard and the kernel), timed apart from "
+            "assembling the output ids, is a small share of LoPT's wall time with 2 workers", "", "",
+            C.predicate(f"merge ≤ 2% of wall time at {SPEED_CHARS:,} characters, every tokenizer", lambda v: v <= 0.02,
+                        boundaries=(0.02,)), kind="check", needs="half the goal: 1 percentage point (0.01)"),
     C.Claim("exact", "Our fix of the cut rule (a cut only at a pre-tokenizer piece boundary both chunks agree on; "
             "Deviations) is lossless at every setting tried", "", "", C.equals(1.0), kind="check"),
 ]

@@ -55,6 +55,65 @@ def first_difference(a: list[int], b: list[int]) -> int:
     return -1 if len(a) == len(b) else n
 
 
+def pretokenized(tok) -> bool:
+    """Whether the tokenizer's pre-tokenizer cuts text into pieces (the regex-BPE tokenizers: GPT-2, LLaMA-3,
+    Qwen3, SmolLM2), as opposed to SentencePiece-style ones that encode the whole text as one piece and mark
+    its start with "▁" (LLaMA-2, Mistral)."""
+    return lopt._pre_tokenizer_splits(lopt.backend(tok))
+
+
+def longest_piece(tok, text: str) -> int:
+    """Characters of the longest pre-token piece of ``text``: the length the paper's regime compares the
+    overlap with (lopt.md: exactness is claimed for overlaps longer than the longest pre-token piece).
+
+    The text is normalized and pre-tokenized as the tokenizer does; a pre-tokenizer that does not split
+    (SentencePiece-style) leaves one piece, the whole text. Added tokens, which the tokenizer splits off
+    first, are not split off here: a piece can only come out longer, so a run is never placed in the
+    paper's regime by mistake.
+    """
+    if not text:
+        return 0
+    bk = lopt.backend(tok)
+    if not lopt._pre_tokenizer_splits(bk):
+        return len(text)
+    norm = bk.normalizer.normalize_str(text) if bk.normalizer is not None else text
+    return max((e - s for _, (s, e) in bk.pre_tokenizer.pre_tokenize_str(norm)), default=0)
+
+
+def in_regime(row: dict) -> bool:
+    """The run's overlap is longer than the longest pre-token piece of its text (the paper's regime)."""
+    return row.get("longest_piece") is not None and row["overlap_chars"] > row["longest_piece"]
+
+
+#: the regimes :func:`regime_table` reports, by overlap ÷ longest pre-token piece (upper bounds, inclusive)
+REGIMES = ((0.1, "outside: overlap ≤ 0.1 × longest piece"), (0.5, "outside: 0.1–0.5 × longest piece"),
+           (1.0, "outside: 0.5–1 × longest piece (equal included)"))
+PAPER_REGIME = "paper's regime: overlap > longest piece"
+
+
+def regime_of(row: dict) -> str:
+    if in_regime(row):
+        return PAPER_REGIME
+    ratio = row["overlap_chars"] / max(1, row.get("longest_piece") or 0) if row.get("longest_piece") else 0.0
+    return next((label for hi, label in REGIMES if ratio <= hi), REGIMES[-1][1])
+
+
+def regime_table(rows: list[dict]) -> list[dict]:
+    """Exact-match rate of runs by regime (overlap ÷ longest pre-token piece): the paper's regime, where its
+    exactness claim is decided, and the settings outside it, shown apart (a table, not a verdict)."""
+    out = {}
+    for r in rows:
+        t = out.setdefault(regime_of(r), dict(regime=regime_of(r), runs=0, merged=0, exact_runs=0))
+        t["runs"] += 1
+        t["merged"] += not r.get("sequential", False)
+        t["exact_runs"] += bool(r["exact"])
+    order = [PAPER_REGIME] + [label for _, label in reversed(REGIMES)]
+    table = [out[k] for k in order if k in out]
+    for t in table:
+        t["exact"] = t.pop("exact_runs") / t["runs"]
+    return table
+
+
 def _row(tokenizer, text_name, method, setting, chunk, overlap, n_chars, ref, ids, stats):
     first = first_difference(ref, ids)
     row = dict(tokenizer=tokenizer, text=text_name, method=method, setting=setting, chunk_chars=chunk,
@@ -112,11 +171,15 @@ def exactness(params: dict, progress: bool = True) -> list[dict]:
         t0 = time.perf_counter()
         ref = lopt.sequential_ids(tok, piece)
         t_ref = time.perf_counter() - t0
+        # the paper's regime is read for its rule's runs only: the other methods skip the pre-tokenizing
+        longest = longest_piece(tok, piece) if "lopt-paper-rule" in params["methods"] else None
+        splits = pretokenized(tok)
         for method in params["methods"]:
             t0 = time.perf_counter()
             ids, stats = run_method(method, tok, piece, chunk, overlap)
             row = _row(tname, xname, method, setting, chunk, overlap, len(piece), ref, ids, stats)
-            row.update(seconds=time.perf_counter() - t0, sequential_seconds=t_ref, sample=sample)
+            row.update(seconds=time.perf_counter() - t0, sequential_seconds=t_ref, sample=sample,
+                       pretokenized=splits, longest_piece=longest)
             rows.append(row)
     return rows
 
@@ -199,20 +262,22 @@ def _speed_job(job: tuple, settings: tuple) -> list[dict]:
         t0 = time.perf_counter()
         out["ref"] = tok.encode(text, add_special_tokens=False)
         seq = time.perf_counter() - t0
-        return dict(method="sequential", workers=1, total=seq, split=0.0, encode=seq, merge=0.0)
+        return dict(method="sequential", workers=1, total=seq, split=0.0, encode=seq, merge=0.0, match=0.0,
+                    assemble=0.0)
 
     def backend():
         t0 = time.perf_counter()
         out["backend"] = bk.encode(text, add_special_tokens=False).ids
         t = time.perf_counter() - t0
-        return dict(method="backend", workers=1, total=t, split=0.0, encode=t, merge=0.0)
+        return dict(method="backend", workers=1, total=t, split=0.0, encode=t, merge=0.0, match=0.0, assemble=0.0)
 
     def lopt_run(w):
         ids, st = lopt.encode(tok, text, workers=w, chunk_chars=chunk_chars, overlap_chars=overlap_chars,
                               return_stats=True)
         out[("lopt", w)] = ids
         return dict(method="lopt", workers=w, total=st.time_total, split=st.time_split, encode=st.time_encode,
-                    merge=st.time_merge, sequential_fallback=st.sequential)
+                    merge=st.time_merge, match=st.time_match, assemble=st.time_assemble,
+                    sequential_fallback=st.sequential)
 
     runs = [sequential, backend] + [lambda w=w: lopt_run(w) for w in workers]
     order = timing.rotations(range(len(runs)), rep + 1)[rep]
@@ -239,17 +304,21 @@ def overlap_sweep(params: dict, progress: bool = True) -> list[dict]:
 
     jobs = [(t, x, o) for t in params["tokenizers"] for x in params["texts"] for o in params["sweep_overlaps"]]
     rows = []
+    longest: dict[tuple[str, str], int] = {}
     for tname, xname, overlap in tqdm(jobs, desc="overlap sweep", disable=not progress):
         tok = tokenization.load(tname)
         text = texts.load(xname)[:params["sweep_chars"]]
         ref = lopt.sequential_ids(tok, text)
+        if (tname, xname) not in longest:
+            longest[(tname, xname)] = longest_piece(tok, text)
         for rule in ("piece", "paper"):
             ids, st = lopt.encode(tok, text, chunk_chars=params["sweep_chunk"], overlap_chars=overlap, rule=rule,
                                   return_stats=True)
             rows.append(dict(tokenizer=tname, text=xname, overlap_chars=overlap, rule=rule,
                              boundaries=st.boundaries, failed=st.failed_boundaries,
                              failed_rate=st.failed_boundaries / max(1, st.boundaries), retries=st.retries,
-                             fallback=st.fallback, sequential=st.sequential, exact=ids == ref))
+                             fallback=st.fallback, sequential=st.sequential, exact=ids == ref,
+                             longest_piece=longest[(tname, xname)]))
     return rows
 
 
@@ -263,8 +332,8 @@ def speed_summary(rows: list[dict]) -> list[dict]:
     import pandas as pd
 
     sp = pd.DataFrame(rows)
-    med = (sp.groupby(["tokenizer", "n_chars", "method", "workers"])[["total", "split", "encode", "merge"]]
-           .median().reset_index())
+    parts = [c for c in ("total", "split", "encode", "merge", "match", "assemble") if c in sp.columns]
+    med = sp.groupby(["tokenizer", "n_chars", "method", "workers"])[parts].median().reset_index()
     seq = med[med.method == "sequential"].set_index(["tokenizer", "n_chars"])["total"]
     labels = {"sequential": "HF tokenizer.encode (sequential)", "backend": "backend encode, whole text (sequential)"}
     med["label"] = [labels.get(m, f"LoPT, {w} worker(s)") for m, w in zip(med.method, med.workers)]
@@ -313,9 +382,17 @@ def decomposition(summary: list[dict]) -> list[dict]:
 
 
 def parallel_factors(rows: list[dict]) -> dict[str, dict]:
-    """Per tokenizer, at the longest length timed: the parallel factor (LoPT with 1 worker over LoPT
-    with the most workers) and the total speed-ups over both baselines, per repeat (the same
-    repeat's runs are paired), with the median and range over repeats (:func:`acl26.stats.repeat_range`)."""
+    """Per tokenizer, at the longest length timed, per repeat (the same repeat's runs are paired; their order
+    rotated with the repeat, :func:`_speed_job`), with the median and range over repeats
+    (:func:`acl26.stats.repeat_range`):
+
+    * ``parallel``: LoPT with 1 worker over LoPT with the most workers (what parallelism adds);
+    * ``parallel_2``: the same, 1 → 2 workers; ``faster_2``: ``tokenizer.encode`` over LoPT with 2 workers;
+    * ``speedup`` / ``speedup_backend``: ``tokenizer.encode`` / the backend's encode over LoPT with the most
+      workers;
+    * ``match_share``: the cut search's share of LoPT's wall time with 2 workers (the merge proper), and
+      ``assemble_share``, assembling the output ids, timed apart (rows without them: None).
+    """
     from acl26 import stats
 
     if not rows:
@@ -327,19 +404,27 @@ def parallel_factors(rows: list[dict]) -> dict[str, dict]:
         by_rep: dict[int, dict] = {}
         for r in rows:
             if r["tokenizer"] == tname and r["n_chars"] == top:
-                by_rep.setdefault(r["repeat"], {})[(r["method"], r["workers"])] = r["total"]
-        par, tot_seq, tot_bk = [], [], []
+                by_rep.setdefault(r["repeat"], {})[(r["method"], r["workers"])] = r
+        vals: dict[str, list] = {k: [] for k in ("parallel", "parallel_2", "faster_2", "speedup", "speedup_backend",
+                                                 "match_share", "assemble_share")}
         for t in by_rep.values():
-            if ("lopt", 1) in t and ("lopt", wmax) in t and wmax >= 2:
-                par.append(t[("lopt", 1)] / t[("lopt", wmax)])
-            if ("sequential", 1) in t and ("lopt", wmax) in t:
-                tot_seq.append(t[("sequential", 1)] / t[("lopt", wmax)])
-            if ("backend", 1) in t and ("lopt", wmax) in t:
-                tot_bk.append(t[("backend", 1)] / t[("lopt", wmax)])
+            tot = {k: v["total"] for k, v in t.items()}
+            if ("lopt", 1) in tot and ("lopt", wmax) in tot and wmax >= 2:
+                vals["parallel"].append(tot[("lopt", 1)] / tot[("lopt", wmax)])
+            if ("lopt", 1) in tot and ("lopt", 2) in tot:
+                vals["parallel_2"].append(tot[("lopt", 1)] / tot[("lopt", 2)])
+            if ("sequential", 1) in tot and ("lopt", 2) in tot:
+                vals["faster_2"].append(tot[("sequential", 1)] / tot[("lopt", 2)])
+            if ("sequential", 1) in tot and ("lopt", wmax) in tot:
+                vals["speedup"].append(tot[("sequential", 1)] / tot[("lopt", wmax)])
+            if ("backend", 1) in tot and ("lopt", wmax) in tot:
+                vals["speedup_backend"].append(tot[("backend", 1)] / tot[("lopt", wmax)])
+            two = t.get(("lopt", 2))
+            if two is not None and two.get("match") is not None and two["total"] > 0:
+                vals["match_share"].append(two["match"] / two["total"])
+                vals["assemble_share"].append(two.get("assemble", 0.0) / two["total"])
         out[tname] = dict(n_chars=top, workers=wmax,
-                          parallel=stats.repeat_range(par) if par else None,
-                          speedup=stats.repeat_range(tot_seq) if tot_seq else None,
-                          speedup_backend=stats.repeat_range(tot_bk) if tot_bk else None)
+                          **{k: stats.repeat_range(v) if v else None for k, v in vals.items()})
     return out
 
 
