@@ -80,11 +80,28 @@ def _cmd_run(args) -> None:
           f"{', '.join(str(p) for p in res.results) or 'none'}")
 
 
+#: where ``acl26 bench --workers N`` leaves N for the benchmarks that run workers in parallel
+BENCH_WORKERS_ENV = "ACL26_BENCH_WORKERS"
+
+
 def _cmd_bench(args) -> None:
     from acl26 import bench
 
-    for file in bench.run(args.papers or None, quick=args.quick, out_dir=args.out, overwrite=args.force):
-        print(file)
+    if args.workers is not None:  # an integer >= 1, ASCII digits only: checked before any benchmark runs
+        text = args.workers.strip()
+        if not (text.isascii() and text.isdigit()) or int(text) < 1:
+            raise ValueError(f"--workers must be an integer ≥ 1, got {args.workers!r}")
+    old = os.environ.get(BENCH_WORKERS_ENV)
+    if args.workers is not None:
+        os.environ[BENCH_WORKERS_ENV] = str(int(args.workers.strip()))
+    try:
+        for file in bench.run(args.papers or None, quick=args.quick, out_dir=args.out, overwrite=args.force):
+            print(file)
+    finally:  # not left behind for a later command in the same process
+        if old is None:
+            os.environ.pop(BENCH_WORKERS_ENV, None)
+        else:
+            os.environ[BENCH_WORKERS_ENV] = old
 
 
 def _cmd_book(args) -> None:
@@ -217,6 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="run the benchmarks and write JSON for the Performance page")
     p.add_argument("papers", nargs="*", help="papers (default: all)")
     p.add_argument("--quick", action="store_true", help="small sizes, few repeats (for tests)")
+    p.add_argument("--workers", metavar="N", default=None,
+                   help="workers for the benchmarks that run in parallel (an integer ≥ 1; default 2): a many-core "
+                        "machine measures the parallel speed-up at N")
     p.add_argument("--out", type=Path, default=None, help="output folder (default: book/executed/bench)")
     p.add_argument("--force", action="store_true",
                    help="replace existing files that acl26 did not write (or that were changed since)")
