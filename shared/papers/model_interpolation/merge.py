@@ -11,6 +11,12 @@
   block). Everything outside the selection -- embeddings, the final norm, the head, the layer
   norms of the layers, and the other sub-modules -- stays Instruct's, unchanged. The paper's
   full merge (no restriction) interpolates every tensor.
+
+  ``skip`` and ``skip_layers`` are the paper's ablations (§5.3, Fig. 5, Table 3: "we either skip all
+  the MHA or FFN sublayers"; Table 3's [0, 35] row equals the full MI-0.8): the named sub-modules
+  (``skip``) or decoder layers (``skip_layers``) stay Instruct's, and *every other tensor* --
+  embeddings, every norm, the head, the other sub-module -- is interpolated. With ``layers`` /
+  ``modules`` too, a tensor is interpolated when the restriction selects it and no skip names it.
 * :func:`interpolate_files` -- the same over two safetensors checkpoints on disk, one tensor at a
   time, writing shards of at most ``shard_bytes``; config and tokenizer are copied from the
   Thinking model (as ``mi.py`` does). Memory stays near one model.
@@ -67,32 +73,52 @@ def _check_lam(lam) -> float:
     return checks.number("lam", lam, 0.0, 1.0)
 
 
-def _selection(layers, modules) -> tuple[frozenset[int] | None, frozenset[str] | None]:
-    if layers is not None:
-        if isinstance(layers, (str, bytes)) or not isinstance(layers, Iterable):
-            raise ValueError(f"layers must be an iterable of layer indices or None, got {layers!r}")
-        layers = list(layers)
-        for i in layers:
-            checks.integer("layers[...]", i, 0)
-        if not layers:
-            raise ValueError("layers must not be empty (None interpolates every layer)")
-        layers = frozenset(int(i) for i in layers)
-    if modules is not None:
-        if isinstance(modules, str):
-            modules = [modules]
-        modules = list(modules)
-        bad = [m for m in modules if m not in MODULES]
-        if bad or not modules:
-            raise ValueError(f"modules must be a non-empty subset of {MODULES} or None, got {modules!r}")
-        modules = frozenset(modules)
-    return layers, modules
+def _layer_set(what: str, layers) -> frozenset[int] | None:
+    """``layers`` (an iterable of layer indices, or None) as a set; ValueError naming ``what`` otherwise."""
+    if layers is None:
+        return None
+    if isinstance(layers, (str, bytes, Mapping)) or not isinstance(layers, Iterable):
+        raise ValueError(f"{what} must be an iterable of layer indices or None, got {reprlib.repr(layers)}")
+    layers = list(layers)
+    for i in layers:
+        checks.integer(f"{what}[...]", i, 0)
+    if not layers:
+        raise ValueError(f"{what} must not be empty (None: {'every layer' if what == 'layers' else 'no layer'})")
+    return frozenset(int(i) for i in layers)
 
 
-def selected(name: str, layers: frozenset[int] | None, modules: frozenset[str] | None) -> bool:
-    """Whether tensor ``name`` is interpolated under the restriction (both None: every tensor)."""
+def _module_set(what: str, modules) -> frozenset[str] | None:
+    """``modules`` (one of :data:`MODULES`, an iterable of them, or None) as a set; ValueError otherwise."""
+    if modules is None:
+        return None
+    if isinstance(modules, str):
+        modules = [modules]
+    elif isinstance(modules, (bytes, Mapping)) or not isinstance(modules, Iterable):
+        raise ValueError(f"{what} must be a non-empty subset of {MODULES} or None, got {reprlib.repr(modules)}")
+    modules = list(modules)
+    bad = [m for m in modules if not isinstance(m, str) or m not in MODULES]
+    if bad or not modules:
+        raise ValueError(f"{what} must be a non-empty subset of {MODULES} or None, got {reprlib.repr(modules)}")
+    return frozenset(modules)
+
+
+def _selection(layers, modules, skip=None, skip_layers=None) -> tuple:
+    """The restriction (``layers``, ``modules``) and the skips (``skip``, ``skip_layers``) as sets or None."""
+    return (_layer_set("layers", layers), _module_set("modules", modules), _module_set("skip", skip),
+            _layer_set("skip_layers", skip_layers))
+
+
+def selected(name: str, layers: frozenset[int] | None, modules: frozenset[str] | None,
+             skip: frozenset[str] | None = None, skip_layers: frozenset[int] | None = None) -> bool:
+    """Whether tensor ``name`` is interpolated: the restriction (``layers``, ``modules``; both None: every
+    tensor) selects it, and neither ``skip`` (its sub-module) nor ``skip_layers`` (its layer) names it."""
+    layer = layer_of(name)
+    if skip is not None and layer is not None and module_of(name) in skip:
+        return False
+    if skip_layers is not None and layer is not None and layer in skip_layers:
+        return False
     if layers is None and modules is None:
         return True
-    layer = layer_of(name)
     if layer is None:
         return False
     if layers is not None and layer not in layers:
@@ -100,6 +126,15 @@ def selected(name: str, layers: frozenset[int] | None, modules: frozenset[str] |
     if modules is not None and module_of(name) not in modules:
         return False
     return True
+
+
+def _check_present(names: Iterable[str], layers: frozenset[int] | None, skip_layers: frozenset[int] | None) -> None:
+    """Every layer ``layers`` and ``skip_layers`` name is a layer of the model (ValueError otherwise)."""
+    present = {layer_of(n) for n in names} - {None}
+    for what, sel in (("layers", layers), ("skip_layers", skip_layers)):
+        missing = sorted(set(sel or ()) - present)
+        if missing:
+            raise ValueError(f"{what} {missing[:8]} are not layers of these models (they have {len(present)})")
 
 
 def lerp(a: torch.Tensor, b: torch.Tensor, lam: float, name: str = "tensor") -> torch.Tensor:
@@ -128,27 +163,28 @@ def _check_keys(instruct: Mapping, thinking: Mapping) -> None:
 
 
 def interpolate(instruct: Mapping[str, torch.Tensor], thinking: Mapping[str, torch.Tensor], lam: float, *,
-                layers: Iterable[int] | None = None, modules: str | Iterable[str] | None = None) -> dict[str, torch.Tensor]:
-    """Θ(λ) for every tensor (see the module docstring); a new state dict, the inputs untouched."""
+                layers: Iterable[int] | None = None, modules: str | Iterable[str] | None = None,
+                skip: str | Iterable[str] | None = None,
+                skip_layers: Iterable[int] | None = None) -> dict[str, torch.Tensor]:
+    """Θ(λ) for every tensor (see the module docstring); a new state dict, the inputs untouched.
+
+    ``skip``: sub-modules ("attn", "mlp") left at Instruct, every other tensor interpolated; ``skip_layers``:
+    decoder layers left at Instruct, every other tensor interpolated (the paper's ablations, §5.3)."""
     lam = _check_lam(lam)
-    layers, modules = _selection(layers, modules)
+    layers, modules, skip, skip_layers = _selection(layers, modules, skip, skip_layers)
     _check_keys(instruct, thinking)
+    _check_present(instruct, layers, skip_layers)
     out = {}
     for name, a in instruct.items():
         b = thinking[name]
         if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
             raise ValueError(f"{name}: not a tensor")
-        if selected(name, layers, modules):
+        if selected(name, layers, modules, skip, skip_layers):
             out[name] = lerp(a, b, lam, name)
         else:
             if a.shape != b.shape:
                 raise ValueError(f"{name}: shapes differ, {tuple(a.shape)} vs {tuple(b.shape)}")
             out[name] = a.detach().clone()
-    if layers is not None:
-        present = {layer_of(n) for n in instruct} - {None}
-        missing = sorted(set(layers) - present)
-        if missing:
-            raise ValueError(f"layers {missing} are not layers of these models (they have {len(present)})")
     return out
 
 
@@ -312,7 +348,8 @@ class _Reader:
 
 
 def interpolate_files(instruct_dir, thinking_dir, out_dir, lam: float, *, layers: Iterable[int] | None = None,
-                      modules: str | Iterable[str] | None = None, shard_bytes: int = 256 * 2**20,
+                      modules: str | Iterable[str] | None = None, skip: str | Iterable[str] | None = None,
+                      skip_layers: Iterable[int] | None = None, shard_bytes: int = 256 * 2**20,
                       overwrite: bool = False) -> Path:
     """Θ(λ) of two checkpoints on disk into ``out_dir``, streamed tensor by tensor.
 
@@ -322,12 +359,13 @@ def interpolate_files(instruct_dir, thinking_dir, out_dir, lam: float, *, layers
 
     ``out_dir`` may be new, empty, or a merge written here before (unchanged since); anything else
     there (another model, a user's files, a file) is refused unless ``overwrite``. An ``out_dir``
-    that is, or holds, either input is always refused (:mod:`acl26.io`).
+    that is, or holds, either input is always refused (:mod:`acl26.io`). ``layers``, ``modules``, ``skip``
+    and ``skip_layers`` are :func:`interpolate`'s.
     """
     from safetensors.torch import save_file
 
     lam = _check_lam(lam)
-    sel_layers, sel_modules = _selection(layers, modules)
+    sel_layers, sel_modules, sel_skip, sel_skip_layers = _selection(layers, modules, skip, skip_layers)
     checks.integer("shard_bytes", shard_bytes, 1)
     a_dir, b_dir, out_dir = Path(instruct_dir), Path(thinking_dir), Path(out_dir)
     a_map, b_map = _shards(a_dir), _shards(b_dir)
@@ -338,11 +376,7 @@ def interpolate_files(instruct_dir, thinking_dir, out_dir, lam: float, *, layers
         _check_keys(a_map, b_map)
     except ValueError as exc:
         raise ValueError(f"{a_dir} and {b_dir}: {exc}") from None
-    if sel_layers is not None:
-        present = {layer_of(n) for n in a_map} - {None}
-        missing = sorted(set(sel_layers) - present)
-        if missing:
-            raise ValueError(f"layers {missing} are not layers of these models (they have {len(present)})")
+    _check_present(a_map, sel_layers, sel_skip_layers)
     names = sorted(a_map)
     with io.atomic_dir(out_dir, overwrite=overwrite, inputs=inputs, name="out_dir") as tmp:
         shard: dict[str, torch.Tensor] = {}
@@ -371,7 +405,7 @@ def interpolate_files(instruct_dir, thinking_dir, out_dir, lam: float, *, layers
                 b = get(b_map[name], name)
                 if a.shape != b.shape:
                     raise ValueError(f"{name}: shapes differ, {tuple(a.shape)} vs {tuple(b.shape)}")
-                t = lerp(a, b, lam, name) if selected(name, sel_layers, sel_modules) else a
+                t = lerp(a, b, lam, name) if selected(name, sel_layers, sel_modules, sel_skip, sel_skip_layers) else a
                 del a, b
                 nbytes = t.numel() * t.element_size()
                 if shard and size + nbytes > shard_bytes:
@@ -396,7 +430,9 @@ def interpolate_files(instruct_dir, thinking_dir, out_dir, lam: float, *, layers
         io.write_json(tmp / "interpolation.json",
                       {"lambda": lam, "instruct": str(a_dir), "thinking": str(b_dir),
                        "layers": sorted(sel_layers) if sel_layers is not None else None,
-                       "modules": sorted(sel_modules) if sel_modules is not None else None})
+                       "modules": sorted(sel_modules) if sel_modules is not None else None,
+                       "skip": sorted(sel_skip) if sel_skip is not None else None,
+                       "skip_layers": sorted(sel_skip_layers) if sel_skip_layers is not None else None})
     return out_dir
 
 
