@@ -324,31 +324,35 @@ def test_record_claims_on_a_clear_three_stage_curve():
     assert res["band"] == (0.4, 0.6)
     assert v["think_sigmoid"] == C.HOLDS
     assert v["mean_jumps"] == C.HOLDS  # Pass@4 rises less than Mean@4 across the band
-    assert v["length_grows"] == C.HOLDS and v["fewer_tokens"] == C.HOLDS and v["matches_thinking"] == C.HOLDS
+    assert v["length_grows"] == C.HOLDS and v["matches_at_fewer_tokens"] == C.HOLDS
     assert v["mlp_drives"] == C.HOLDS and v["late_layers"] == C.HOLDS
     assert v["beats_merging"] == C.HOLDS
     assert v["decoding_robust"] == C.HOLDS  # the two grid settings are the same rollouts here
     assert v["thinking_thinks"] == C.HOLDS and v["thinking_better"] == C.HOLDS and v["endpoints_exact"] == C.HOLDS
+    assert led.entries["endpoints_exact"].claim.kind == "fact"
     assert not led.missing()
 
 
 def test_a_curve_that_starts_high_does_not_rise():
     res = _synthetic()
-    res["sweep"] = {lam: _rec(r["correct"], [[True] * 4] * 30, r["tokens"], 4) for lam, r in res["sweep"].items()}
+    n = len(res["sweep"][0.0]["correct"])
+    res["sweep"] = {lam: _rec(r["correct"], [[True] * 4] * n, r["tokens"], 4) for lam, r in res["sweep"].items()}
     led = C.Ledger("model_interpolation", "test", list(study.CLAIMS))
     verdicts.record_claims(led, res)
     assert led.entries["think_sigmoid"].holds == C.FAILS
 
 
-def test_beats_merging_needs_both_baselines():
+@pytest.mark.parametrize("density", [0.2, 0.8])
+def test_beats_merging_needs_every_baseline(density):
+    """TIES at density 0.2 and 0.8 (the paper's "sparsity 0.2" read both ways): the stronger decides."""
     res = _synthetic()
     best = res["sweep"][0.8]
-    # TIES as good as the best λ on most problems: that comparison is not a clear win
-    res["variants"]["TIES"] = _rec(best["correct"], best["think"], best["tokens"], 4)
+    # one TIES as good as the best λ: that comparison is not a win
+    res["variants"][study.ties_name(density)] = _rec(best["correct"], best["think"], best["tokens"], 4)
     led = C.Ledger("model_interpolation", "test", list(study.CLAIMS))
     verdicts.record_claims(led, res)
-    assert led.entries["beats_merging"].holds in (C.INCONCLUSIVE, C.FAILS)
-    assert "TIES" in led.entries["beats_merging"].note
+    assert led.entries["beats_merging"].holds == C.FAILS
+    assert f"decided on the least favourable comparison ({study.ties_name(density)})" in led.entries["beats_merging"].note
 
 
 def test_endpoint_error_sees_nan():
@@ -359,11 +363,11 @@ def test_endpoint_error_sees_nan():
 
 def test_record_claims_fail_when_nothing_happens():
     res = _synthetic()
-    flat = {lam: _rec(r["correct"], [[False] * 4] * 30, r["tokens"], 4) for lam, r in res["sweep"].items()}
-    res.update(sweep=flat, decisive={lam: flat[lam] for lam in (0.0, 0.8, 1.0)}, band=None, band_lambda=None,
-               ablation_lambda=None, grid=[], grid_control=None)
+    n = len(res["sweep"][0.0]["correct"])
+    flat = {lam: _rec(r["correct"], [[False] * 4] * n, r["tokens"], 4) for lam, r in res["sweep"].items()}
+    res.update(sweep=flat, decisive={lam: flat[lam] for lam in (0.0, 1.0)}, band=None, grid_lambda=None,
+               ablation_lambda=None, best_lambda=None, grid=[], grid_default=None, grid_control=None)
     res["variants"] = {k: v for k, v in res["variants"].items() if not k.startswith("λ")}
-    res["variants"]["mlp only"] = res["variants"]["attn only"]
     led = C.Ledger("model_interpolation", "test", list(study.CLAIMS))
     verdicts.record_claims(led, res)
     v = {cid: e.holds for cid, e in led.entries.items()}
@@ -371,6 +375,9 @@ def test_record_claims_fail_when_nothing_happens():
     assert v["mean_jumps"] == C.UNTESTED and v["length_grows"] == C.UNTESTED and v["decoding_robust"] == C.UNTESTED
     assert v["mlp_drives"] == C.UNTESTED and "no band" in led.entries["mlp_drives"].note  # nothing past a band
     assert v["decoding_matters"] == C.UNTESTED
+    # no band, no λ past it: nothing to compare with Thinking, and the claims say why
+    assert v["matches_at_fewer_tokens"] == v["beats_merging"] == C.UNTESTED
+    assert "no band" in led.entries["matches_at_fewer_tokens"].note
     assert not led.missing()
 
 
@@ -379,8 +386,11 @@ def test_ablations_are_decided_past_the_band_by_the_papers_offset():
     assert study.ablation_lambda((0.7, 0.8), 0.2) == 1.0
     assert study.ablation_lambda((0.8, 0.9), 0.2) is None  # no room past the band
     assert study.ablation_lambda(None, 0.2) is None
+    # the λ compared with Thinking is the same point, accuracy-blind, and below 1 (λ = 1 is Thinking)
+    assert study.best_lambda((0.4, 0.6), 0.2) == 0.8 and study.best_lambda((0.7, 0.8), 0.2) is None
+    assert study.best_lambda((0.45, 0.633333), 0.2) == 0.833333
     res = _synthetic()
-    res["variants"]["mlp only"] = res["variants"]["attn only"]
+    res["variants"][study.SKIP_MLP] = res["variants"][study.SKIP_ATTN]
     led = C.Ledger("model_interpolation", "test", list(study.CLAIMS))
     verdicts.record_claims(led, res)
     assert led.entries["mlp_drives"].holds == C.FAILS  # a difference of exactly 0 is not > 0, where parts can think
@@ -417,8 +427,10 @@ def test_load_into_accepts_only_tied_omissions():
 
 
 def test_spec_checks():
-    with pytest.raises(ValueError, match="best_lambda"):
+    with pytest.raises(ValueError, match="best_lambda"):  # no longer a parameter: the band's end + the offset
         study.SPEC.resolve("book", {"best_lambda": 0.75})
+    with pytest.raises(ValueError, match="T 0.6, top-p 0.95"):
+        study.SPEC.resolve("book", {"grid_top_ps": [0.8, 0.9]})
     with pytest.raises(ValueError, match="lambdas"):
         study.SPEC.resolve("book", {"lambdas": [0.2, 1.0]})
     with pytest.raises(ValueError, match="instruct and thinking"):
@@ -453,14 +465,15 @@ def test_study_on_local_checkpoints(tmp_path, monkeypatch):
                     max_new_tokens=4)
     res = study.run(P, progress=False)
     assert sorted(res["sweep"]) == [0.0, 0.5, 0.8, 1.0]
-    assert {0.0, 0.8, 1.0} <= set(res["decisive"])
+    assert {0.0, 1.0} <= set(res["decisive"])
+    assert res["best_lambda"] is None or res["best_lambda"] in res["decisive"]
     assert all(len(r["correct"]) == P["power_problems"] for r in res["decisive"].values())
     assert all(len(r["correct"]) == P["eval_problems"] for r in res["sweep"].values())
     # the sweep's record at a decisive λ is that λ's power record cut to the sweep's problems
     assert res["sweep"][1.0]["tokens"] == res["decisive"][1.0]["tokens"][:P["eval_problems"]]
-    assert {"TA", "TIES"} <= set(res["variants"])
+    assert {"TA", study.ties_name(0.2), study.ties_name(0.8)} <= set(res["variants"])
     if res["ablation_lambda"] is not None:
-        assert {study.UNION_LAYERS, study.UNION_MODULES, "attn only", "mlp only"} <= set(res["variants"])
+        assert set(study.ablations(3)) <= set(res["variants"])
     assert res["n_layers"] == 3 and res["endpoint_error"] == 0.0 and res["source"].startswith("local checkpoints")
     rec = res["sweep"][1.0]
     assert len(rec["correct"]) == 3 and all(len(r) == P["k"] for r in rec["correct"])
@@ -503,15 +516,21 @@ def test_streamed_sharded_inputs_and_bad_out_dir(tmp_path):
         M.interpolate_files(tmp_path / "a", tmp_path / "b", tmp_path / "b", 0.5)
 
 
-CONTROLS = ("thinking_better", "few_cut_off", "decoding_matters", "modules_can_think", "layers_can_think",
-            "thinking_better_gsm8k", "few_cut_off_gsm8k")
+#: each control, and the claims that name it: a claim's cut-off control covers exactly the runs that claim reads
+CONTROLS = {"thinking_better": {"matches_at_fewer_tokens"},
+            "cut_off_sweep": {"think_sigmoid"}, "cut_off_band": {"mean_jumps"}, "cut_off_length": {"length_grows"},
+            "cut_off_best": {"matches_at_fewer_tokens"}, "cut_off_merging": {"beats_merging"},
+            "cut_off_modules": {"mlp_drives"}, "cut_off_layers": {"late_layers"}, "cut_off_grid": {"decoding_robust"},
+            "decoding_matters": {"decoding_robust"}, "full_merge_thinks": {"mlp_drives", "late_layers"},
+            "thinking_better_gsm8k": {"matches_at_fewer_tokens_gsm8k"},
+            "few_cut_off_gsm8k": {"matches_at_fewer_tokens_gsm8k"}}
 
 
-@pytest.mark.parametrize("control", CONTROLS)
+@pytest.mark.parametrize("control", list(CONTROLS))
 def test_a_failing_control_makes_the_claims_naming_it_not_testable(control):
-    """The accuracy claims need Thinking ahead of Instruct by more than matches_thinking's half-width (on
-    each benchmark); every claim read from the sweep needs fewer than 10% of responses cut off at the token
-    cap; decoding_robust needs a decoding that must matter to move Mean@k by more than its tolerance."""
+    """The accuracy claims need Thinking ahead of Instruct by more than their half-width (on each benchmark);
+    every claim needs fewer than 10% of the responses of its own runs cut off at the token cap; decoding_robust
+    needs a decoding that must matter to move Mean@k; the ablations need the full merge to think."""
     import copy
 
     from cases import model_interpolation as mi_cases
@@ -521,19 +540,9 @@ def test_a_failing_control_makes_the_claims_naming_it_not_testable(control):
     ch = registry.get("model_interpolation")
     assert {c.id for c in ch.claims if c.kind == "control"} == set(CONTROLS)
     naming = {c.id for c in ch.claims if control in c.controls}
-    expected = {"thinking_better": {"mean_jumps", "matches_thinking", "beats_merging"},
-                "decoding_matters": {"decoding_robust"},
-                "modules_can_think": {"mlp_drives"},
-                "layers_can_think": {"late_layers"},
-                "thinking_better_gsm8k": {"matches_thinking_gsm8k"},
-                "few_cut_off_gsm8k": {"matches_thinking_gsm8k", "fewer_tokens_gsm8k"},
-                "few_cut_off": {c.id for c in ch.claims if c.kind == "claim" and not c.id.endswith("_gsm8k")}}
-    assert naming == expected[control]
+    assert naming == CONTROLS[control]
     r = copy.deepcopy(mi_cases.synthetic())
-    if control == "few_cut_off":  # 25% of the responses cut off at every λ
-        for rec in list(r["sweep"].values()) + list(r["decisive"].values()):
-            rec["finished"] = [[i % 4 != 0 for i in range(rec["k"])] for _ in rec["correct"]]
-    elif control == "thinking_better":  # Thinking no better than Instruct: a gap inside the noise
+    if control == "thinking_better":  # Thinking no better than Instruct: a gap inside the noise
         r["decisive"][1.0]["correct"] = copy.deepcopy(r["decisive"][0.0]["correct"])
     else:
         mi_cases.FAIL[control](r)
@@ -543,6 +552,11 @@ def test_a_failing_control_makes_the_claims_naming_it_not_testable(control):
     for cid in naming:
         assert ledger.entries[cid].holds == C.NOT_TESTABLE, cid
         assert f"control {control}" in ledger.entries[cid].note
+    # and no other claim is touched: a cut-off in runs a claim does not read leaves its verdict alone (λ = 1 and
+    # the compared λ, cut by cut_off_length's and cut_off_best's cases, are read by several claims)
+    others = {c.id for c in ch.claims if c.kind == "claim"} - naming
+    if control not in ("cut_off_length", "cut_off_best"):
+        assert all(ledger.entries[cid].holds != C.NOT_TESTABLE for cid in others), control
 
 
 def test_decoding_matters_is_decided_on_the_size_of_the_move():
@@ -557,32 +571,51 @@ def test_decoding_matters_is_decided_on_the_size_of_the_move():
     assert e.holds == C.HOLDS and e.ours > 0 and "mirrored" in e.interval.method
 
 
-def test_few_cut_off_counts_the_variants_too():
-    """A restricted merge that rambles to the cap reads as 'not thinking': the ablations' cut-offs count."""
+def test_a_cut_off_ablation_makes_only_its_claim_not_testable():
+    """A partial merge that rambles to the cap reads as 'not thinking': the module ablation's cut-offs gate
+    mlp_drives, and nothing else."""
     res = _synthetic()
-    part = res["variants"]["attn only"]
-    res["variants"]["attn only"] = {**part, "finished": [[False] * 4 for _ in part["correct"]]}
+    part = res["variants"][study.SKIP_ATTN]
+    res["variants"][study.SKIP_ATTN] = {**part, "finished": [[False] * 4 for _ in part["correct"]]}
     led = C.Ledger("model_interpolation", "test", list(study.CLAIMS))
     verdicts.record_claims(led, res)
-    assert led.entries["few_cut_off"].holds == C.FAILS and "attn only" in led.entries["few_cut_off"].shown
+    assert led.entries["cut_off_modules"].holds == C.FAILS and study.SKIP_ATTN in led.entries["cut_off_modules"].shown
     assert led.entries["mlp_drives"].holds == C.NOT_TESTABLE
+    assert led.entries["late_layers"].holds == led.entries["think_sigmoid"].holds == C.HOLDS
 
 
-def test_variants_run_each_ablations_union_as_its_control(monkeypatch):
+def test_variants_run_the_papers_ablations_and_grid(monkeypatch):
+    """The ablations leave one part at Instruct and interpolate everything else (paper §5.3); TIES runs at each
+    density; the decoding grid and its control run at the grid's λ with grid_k rollouts."""
     calls = []
-    monkeypatch.setattr(study, "evaluate", lambda pair, make, name, items, dec, params, cache_key=None: calls.append(
-        (name, dict(cache_key))) or {"label": name})
-    P = study.SPEC.resolve("smoke", {})
-    pair = {"base": None, "n_layers": 3, "instruct": {}, "thinking": {}}
-    out = study.variants(pair, ["q"], P, 0.5, 1.0, progress=False)
-    keys = dict(calls)
-    assert keys[study.UNION_LAYERS] == {"lam": 1.0, "layers": [0, 1, 2]}
-    assert keys[study.UNION_MODULES] == {"lam": 1.0, "modules": ["attn", "mlp"]}
-    assert {"attn only", "mlp only", "layers: first third", "layers: last two thirds"} <= set(out)
-    assert study.control_name(0.5, P["grid_control_temperature"]) in out
+    monkeypatch.setattr(study, "evaluate", lambda pair, make, name, items, dec, params, cache_key=None, k=None:
+                        calls.append((name, dict(cache_key), k)) or {"label": name})
+    P = study.SPEC.resolve("smoke", {"ties_densities": [0.2, 0.8]})
+    pair = {"base": {}, "base_digest": "b", "n_layers": 3, "instruct": {}, "thinking": {}}
+    out = study.variants(pair, ["q"], P, 0.3, 1.0, progress=False)
+    keys = {name: key for name, key, _ in calls}
+    assert keys[study.SKIP_ATTN] == {"lam": 1.0, "skip": "attn"} and keys[study.SKIP_MLP] == {"lam": 1.0, "skip": "mlp"}
+    assert keys[study.ONLY_FIRST] == {"lam": 1.0, "skip_layers": [1, 2]}
+    assert keys[study.ONLY_LATE] == {"lam": 1.0, "skip_layers": [0]}
+    assert {study.ties_name(0.2), study.ties_name(0.8), "TA"} <= set(out)
+    grid = {name: k for name, _, k in calls if name.startswith("λ 0.3")}
+    assert len(grid) == len(P["grid_temperatures"]) * len(P["grid_top_ps"]) + 1
+    assert set(grid.values()) == {P["grid_k"]}
+    assert study.control_name(0.3, P["grid_control_temperature"]) in out
     calls.clear()
     out = study.variants(pair, ["q"], P, None, None, progress=False)  # no band: no ablation, no grid
-    assert not any(k in out for k in (study.UNION_LAYERS, "attn only")) and not any(k.startswith("λ") for k in out)
+    assert not any(k in out for k in study.ablations(3)) and not any(k.startswith("λ") for k in out)
+
+
+def test_grid_lambda_is_the_last_stage_one_point():
+    """The paper's decoding grid is at MI-0.4, a stage-1 model: ours at the band's lower end."""
+    lams = [0.0, 0.2, 0.4, 0.5, 0.6, 1.0]
+    assert study.grid_lambda(lams, [0, 0, 0.05, 0.5, 0.95, 1]) == 0.4
+    assert study.grid_lambda(lams, [0, 0, 0.2, 0.5, 0.8, 0.85]) is None  # never ≥ 90%: no band
+    P = study.SPEC.resolve("book", {})
+    assert study.grid_default(0.4, P) == study.grid_name(0.4, 0.6, 0.95)
+    assert study.grid_default(0.0, P) == study.grid_name(0.0, 0.7, 0.8)  # Instruct's own decoding
+    assert P["grid_temperatures"] == [0.6, 0.65, 0.7] and P["grid_top_ps"] == [0.8, 0.85, 0.9, 0.95]
 
 
 @pytest.mark.slow
@@ -603,7 +636,7 @@ def test_study_on_a_local_qwen3_pair(tmp_path, monkeypatch):
     res = study.run(P, progress=False)
     assert sorted(res["sweep"]) == [0.0, 0.5, 0.8, 1.0] and res["n_layers"] == 2
     assert res["endpoint_error"] == 0.0 and res["source"].startswith("local checkpoints")
-    assert {"TA", "TIES"} <= set(res["variants"])
+    assert {"TA", study.ties_name(0.2)} <= set(res["variants"])
     led = C.Ledger("model_interpolation", "smoke", list(study.CLAIMS), P)
     verdicts.record_claims(led, res)
     assert not led.missing()

@@ -85,15 +85,17 @@ def decoding_for(lam: float | None, params: dict, *, temperature: float | None =
     return base
 
 
-def merged(pair: dict, params: dict, lam: float, *, layers=None, modules=None) -> dict:
+def merged(pair: dict, params: dict, lam: float, *, layers=None, modules=None, skip=None, skip_layers=None) -> dict:
     """Θ(λ) as a state dict: in memory, or (``merge="streamed"``) written by :func:`.merge.interpolate_files`
-    from the two checkpoint folders into a scratch folder and read back (the inputs never in memory at once)."""
+    from the two checkpoint folders into a scratch folder and read back (the inputs never in memory at once).
+    ``layers``, ``modules``, ``skip`` and ``skip_layers`` are :func:`.merge.interpolate`'s."""
+    sel = dict(layers=layers, modules=modules, skip=skip, skip_layers=skip_layers)
     if params["merge"] == "memory":
-        return M.interpolate(pair["instruct"], pair["thinking"], lam, layers=layers, modules=modules)
+        return M.interpolate(pair["instruct"], pair["thinking"], lam, **sel)
     from safetensors.torch import load_file
 
     scratch = paths.cache_dir() / "model_interpolation" / "streamed-merge"
-    M.interpolate_files(pair["instruct_dir"], pair["thinking_dir"], scratch, lam, layers=layers, modules=modules)
+    M.interpolate_files(pair["instruct_dir"], pair["thinking_dir"], scratch, lam, **sel)
     state = {}
     for f in sorted(scratch.glob("*.safetensors")):
         state.update(load_file(f))
@@ -294,7 +296,8 @@ def thirds(n_layers: int) -> dict[str, list[int]]:
 
 def ablation_lambda(band_: tuple[float, float] | None, offset: float) -> float | None:
     """Where the verdicts' ablations run: the band's upper end + ``offset``, as the paper does (band 0.4 → 0.6,
-    ablations at 0.8); None without a band, or where that lies past λ = 1."""
+    MI-0.8 and its ablations at 0.8); accuracy-blind. None without a band, or where that lies past λ = 1.
+    The λ compared with Thinking and the baselines is the same point when it lies below 1 (:func:`best_lambda`)."""
     offset = checks.number("offset", offset, 0.0)
     if band_ is None:
         return None
@@ -302,70 +305,101 @@ def ablation_lambda(band_: tuple[float, float] | None, offset: float) -> float |
     return at if at <= 1.0 else None
 
 
-#: the ablations' controls: every layer interpolated (the layer ablation's two parts together), and attention and
-#: MLPs together (the module ablation's), at the ablation λ; both leave the embeddings, the final norm and the head
-#: (and, for the modules, the layer norms) at Instruct, as the parts do
-UNION_LAYERS, UNION_MODULES = "layers: every layer (control)", "attn + mlp (control)"
+def best_lambda(band_: tuple[float, float] | None, offset: float) -> float | None:
+    """The λ < 1 compared with Thinking and the baselines: the band's upper end + ``offset`` (the paper's MI-0.8:
+    band 0.4 → 0.6, + 0.2), fixed by the Think #R curve alone, never by accuracy. None without a band, or where
+    that point is λ = 1 (Thinking itself) or past it."""
+    at = ablation_lambda(band_, offset)
+    return at if at is not None and at < 1.0 else None
+
+
+#: the ablation rows the verdicts read (paper §5.3, Fig. 5, Table 3): one part left at Instruct, every other tensor
+#: (embeddings, norms, head, the other part) interpolated. "attn at Instruct" is the paper's "w/o MHA" (it still
+#: thinks, 99.9%), "mlp at Instruct" its "w/o FFN" (0.7%); "layers: first third interpolated" leaves the last
+#: two thirds at Instruct (the paper's [0, 11] row: Think 0%), "layers: last two thirds interpolated" the first
+#: third ([12, 35]: 100%)
+SKIP_ATTN, SKIP_MLP = "attn at Instruct", "mlp at Instruct"
+ONLY_FIRST, ONLY_LATE = "layers: first third interpolated", "layers: last two thirds interpolated"
+
+
+def ablations(n_layers: int) -> dict[str, dict]:
+    """The ablation merges: {row name: :func:`merged` keywords} (a one-layer model has no layer ablation)."""
+    parts = thirds(n_layers)
+    out = {SKIP_ATTN: {"skip": "attn"}, SKIP_MLP: {"skip": "mlp"}}
+    if parts["last two thirds"]:
+        out[ONLY_FIRST] = {"skip_layers": parts["last two thirds"]}
+        out[ONLY_LATE] = {"skip_layers": parts["first third"]}
+    return out
 
 
 def grid_name(lam: float, temperature: float, top_p: float) -> str:
     return f"λ {lam:g}, T {temperature:g}, top-p {top_p:g}"
 
 
-def variants(pair: dict, items, params: dict, band_lam: float | None, ablation_at: float | None = None, *,
+def ties_name(density: float) -> str:
+    return f"TIES (density {density:g})"
+
+
+def variants(pair: dict, items, params: dict, grid_lam: float | None, ablation_at: float | None = None, *,
              grid_items=None, progress: bool = True) -> dict:
-    """TA and TIES, the layer and module ablations at ``ablation_at`` (untagged: the rows the verdicts read, with
-    their controls :data:`UNION_LAYERS` and :data:`UNION_MODULES`) and, tagged ``@ λ x``, at each of
-    ``extra_ablation_lambdas``, all on ``items``; the decoding grid and its control (``grid_control_temperature``)
-    at ``band_lam`` on ``grid_items`` (default ``items``)."""
+    """TA and TIES (at each of ``ties_densities``), the layer and module ablations (:func:`ablations`) at
+    ``ablation_at`` (untagged: the rows the verdicts read) and, tagged ``@ λ x``, at each of
+    ``extra_ablation_lambdas``, all on ``items``; the decoding grid (``grid_temperatures`` × ``grid_top_ps``,
+    ``grid_k`` rollouts) and its control (``grid_control_temperature``) at ``grid_lam`` on ``grid_items``
+    (default ``items``)."""
     from tqdm import tqdm
 
     grid_items = items if grid_items is None else grid_items
-    jobs: list[tuple[str, Callable[[], dict], dict, dict, object]] = []
+    jobs: list[tuple[str, Callable[[], dict], dict, dict, object, int | None]] = []
     if pair["base"] is not None:
         models_ = {"instruct": pair["instruct"], "thinking": pair["thinking"]}
         jobs.append(("TA", lambda: M.task_arithmetic(pair["base"], models_, scale=params["ta_scale"]),
-                     decoding_for(None, params), {"ta": params["ta_scale"], "base": pair["base_digest"]}, items))
-        jobs.append(("TIES", lambda: M.ties(pair["base"], models_, density=params["ties_density"],
-                                            scale=params["ties_scale"]),
-                     decoding_for(None, params), {"ties": [params["ties_density"], params["ties_scale"]],
-                                                  "base": pair["base_digest"]}, items))
+                     decoding_for(None, params), {"ta": params["ta_scale"], "base": pair["base_digest"]}, items, None))
+        for d in params["ties_densities"]:
+            jobs.append((ties_name(d), lambda d=d: M.ties(pair["base"], models_, density=d, scale=params["ties_scale"]),
+                         decoding_for(None, params), {"ties": [d, params["ties_scale"]], "base": pair["base_digest"]},
+                         items, None))
     extra = [float(x) for x in params.get("extra_ablation_lambdas", []) if ablation_at is None or float(x) != ablation_at]
     for i, at in enumerate(([ablation_at] if ablation_at is not None else []) + extra):
         tag = "" if (i == 0 and ablation_at is not None) else f" @ λ {at:g}"  # the verdicts read the untagged rows
-        for name, layers in thirds(pair["n_layers"]).items():
-            if not layers:  # a one-layer model has no "last two thirds"
-                continue
-            jobs.append((f"layers: {name}{tag}",
-                         lambda layers=layers, at=at: merged(pair, params, at, layers=layers),
-                         decoding_for(at, params), {"lam": at, "layers": layers}, items))
-        for mod in M.MODULES:
-            jobs.append((f"{mod} only{tag}",
-                         lambda mod=mod, at=at: merged(pair, params, at, modules=mod),
-                         decoding_for(at, params), {"lam": at, "modules": mod}, items))
-        if not tag:  # the controls: the union of each ablation's parts (can a restricted merge think at all?)
-            every = list(range(pair["n_layers"]))
-            jobs.append((UNION_LAYERS, lambda every=every, at=at: merged(pair, params, at, layers=every),
-                         decoding_for(at, params), {"lam": at, "layers": every}, items))
-            jobs.append((UNION_MODULES, lambda at=at: merged(pair, params, at, modules=M.MODULES),
-                         decoding_for(at, params), {"lam": at, "modules": list(M.MODULES)}, items))
-    if band_lam is not None:
+        for name, sel in ablations(pair["n_layers"]).items():
+            jobs.append((f"{name}{tag}", lambda sel=sel, at=at: merged(pair, params, at, **sel),
+                         decoding_for(at, params), {"lam": at, **sel}, items, None))
+    if grid_lam is not None:
         for t in params["grid_temperatures"]:
             for p in params["grid_top_ps"]:
-                jobs.append((grid_name(band_lam, t, p), lambda: merged(pair, params, band_lam),
-                             decoding_for(band_lam, params, temperature=t, top_p=p), {"lam": band_lam}, grid_items))
+                jobs.append((grid_name(grid_lam, t, p), lambda: merged(pair, params, grid_lam),
+                             decoding_for(grid_lam, params, temperature=t, top_p=p), {"lam": grid_lam}, grid_items,
+                             params["grid_k"]))
         hot = params["grid_control_temperature"]
-        jobs.append((control_name(band_lam, hot), lambda: merged(pair, params, band_lam),
-                     decoding_for(band_lam, params, temperature=hot), {"lam": band_lam}, grid_items))
+        jobs.append((control_name(grid_lam, hot), lambda: merged(pair, params, grid_lam),
+                     decoding_for(grid_lam, params, temperature=hot), {"lam": grid_lam}, grid_items, params["grid_k"]))
     out = {}
-    for name, make, dec, key, its in tqdm(jobs, desc="baselines and ablations", disable=not progress):
-        out[name] = evaluate(pair, make, name, its, dec, params, cache_key=key)
+    for name, make, dec, key, its, k in tqdm(jobs, desc="baselines and ablations", disable=not progress):
+        out[name] = evaluate(pair, make, name, its, dec, params, cache_key=key, k=k)
     return out
 
 
 def control_name(lam: float, temperature: float) -> str:
-    """The decoding grid's control row: the band's λ at a temperature that must matter."""
+    """The decoding grid's control row: the grid's λ at a temperature that must matter."""
     return f"λ {lam:g}, T {temperature:g} (must matter)"
+
+
+def grid_default(lam: float, params: dict) -> str | None:
+    """The grid row whose decoding is the paper's default at ``lam`` (None when the grid lacks it)."""
+    d = decoding_for(lam, params)
+    for t in params["grid_temperatures"]:
+        for p in params["grid_top_ps"]:
+            if float(t) == d["temperature"] and float(p) == d["top_p"]:
+                return grid_name(lam, t, p)
+    return None
+
+
+def grid_lambda(lams: Sequence[float], think: Sequence[float]) -> float | None:
+    """The decoding grid's λ: the largest λ of the curve below its first Think #R ≥ 90% with Think #R ≤ 10%
+    (the band's lower end: the last stage-1 point, the analogue of the paper's MI-0.4); None without a band."""
+    b = band(lams, think)
+    return None if b is None else b[0]
 
 
 def gsm8k(pair: dict, params: dict, lams: Sequence[float], progress: bool = True) -> dict:
@@ -406,10 +440,11 @@ def run(params: dict, progress: bool = True) -> dict:
     """The whole study: pair, checks, sweep, band, the decisive configurations, variants, GSM8K; the inputs of
     :func:`record_claims`.
 
-    The verdicts are decided on ``power_problems`` held-out problems at λ = 0, the band's two ends, the
-    band's λ (the decoding grid's), ``best_lambda`` and 1 (``decisive``, {λ: record}), and at TA, TIES,
-    the ablations and the decoding grid. The sweep's curve uses the first ``eval_problems`` of them
-    (where a λ is decisive, its record cut to those problems)."""
+    The verdicts are decided on ``power_problems`` held-out problems at λ = 0, the band's two ends,
+    ``best_lambda`` (the band's end + ``ablation_offset``, fixed by the Think #R curve) and 1 (``decisive``,
+    {λ: record}), and at TA, TIES, the ablations and the decoding grid (at the band's lower end). The
+    sweep's curve uses the first ``eval_problems`` of them (where a λ is decisive, its record cut to those
+    problems)."""
     from tqdm import tqdm
 
     pair = load_pair(params, progress=progress)
@@ -429,30 +464,30 @@ def run(params: dict, progress: bool = True) -> dict:
             decisive[lam] = evaluate(pair, lambda lam=lam: merged(pair, params, lam), label_of(lam), items,
                                      decoding_for(lam, params), params, cache_key={"lam": lam})
 
-    decide_at(sorted({0.0, float(params["best_lambda"]), 1.0}))
+    decide_at([0.0, 1.0])
     sw = sweep(pair, sweep_items, params, progress, given=decisive)
     lams = list(sw)
     think = [summary(sw[x])["think"] for x in lams]
     b = band(lams, think)
-    mid = None
-    if b is not None:  # the decoding grid at the grid λ closest to Think #R = 1/2 inside the band
-        inside = [x for x in lams if b[0] < x < b[1]] or list(b)  # an interior point when there is one
-        mid = min(inside, key=lambda x: abs(summary(sw[x])["think"] - 0.5))
-        decide_at(sorted({*b, mid}))
     at = ablation_lambda(b, params["ablation_offset"])
-    var = variants(pair, items, params, mid, at, progress=progress)
-    gsm = gsm8k(pair, params, sorted({0.0, float(params["best_lambda"]), 1.0}), progress)
-    return {"sweep": sw, "decisive": dict(sorted(decisive.items())), "band": b, "band_lambda": mid,
+    best = best_lambda(b, params["ablation_offset"])
+    grid_at = grid_lambda(lams, think)
+    decide_at(sorted({*(b or ()), *([best] if best is not None else [])}))
+    var = variants(pair, items, params, grid_at, at, progress=progress)
+    gsm = gsm8k(pair, params, sorted({0.0, 1.0, *([best] if best is not None else [])}), progress)
+    return {"sweep": sw, "decisive": dict(sorted(decisive.items())), "band": b, "grid_lambda": grid_at,
             "ablation_lambda": at, "ablation_offset": float(params["ablation_offset"]), "variants": var,
-            "grid": [grid_name(mid, t, p) for t in params["grid_temperatures"] for p in params["grid_top_ps"]]
-            if mid is not None else [],
-            "grid_control": control_name(mid, params["grid_control_temperature"]) if mid is not None else None,
+            "grid": [grid_name(grid_at, t, p) for t in params["grid_temperatures"] for p in params["grid_top_ps"]]
+            if grid_at is not None else [],
+            "grid_default": grid_default(grid_at, params) if grid_at is not None else None,
+            "grid_control": control_name(grid_at, params["grid_control_temperature"]) if grid_at is not None else None,
+            "ties": [ties_name(d) for d in params["ties_densities"]] if pair["base"] is not None else [],
             "gsm8k": gsm, "items": items,
             "sigma": M.similarity(pair["instruct"], pair["thinking"]),
             "sigma_pooled": M.similarity(pair["instruct"], pair["thinking"], reduce="pooled"),
             "endpoint_error": endpoint_error(pair), "n_layers": pair["n_layers"], "source": pair["source"],
             "logs": pair.get("logs", {}), "n_resamples": params["n_resamples"],
-            "best_lambda": float(params["best_lambda"]), "pair": pair}
+            "best_lambda": best, "pair": pair}
 
 
 # --------------------------------------------------------------------------------------------
@@ -476,8 +511,10 @@ def comparison_frame(results: dict):
     import pandas as pd
 
     sw, var, dec = results["sweep"], results["variants"], results.get("decisive", {})
+    ties = [var[n] for n in results.get("ties", []) if n in var]
     ours = {"Instruct": dec.get(0.0, sw.get(0.0)), "Thinking": dec.get(1.0, sw.get(1.0)), "TA": var.get("TA"),
-            "TIES": var.get("TIES")}
+            # the paper's TIES is density 0.2 (its "sparsity 0.2"): the first of ties_densities
+            "TIES": ties[0] if ties else None}
     for lam in (0.4, 0.5, 0.6, 0.8):
         ours[label_of(lam)] = dec.get(lam, sw.get(lam))
     rows = []
