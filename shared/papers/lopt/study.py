@@ -67,9 +67,10 @@ def longest_piece(tok, text: str) -> int:
     overlap with (lopt.md: exactness is claimed for overlaps longer than the longest pre-token piece).
 
     The text is normalized and pre-tokenized as the tokenizer does; a pre-tokenizer that does not split
-    (SentencePiece-style) leaves one piece, the whole text. Added tokens, which the tokenizer splits off
-    first, are not split off here: a piece can only come out longer, so a run is never placed in the
-    paper's regime by mistake.
+    (SentencePiece-style) leaves one piece, the whole text. Added tokens (``<|endoftext|>``, reserved special
+    tokens) are split off whole before pre-tokenization, so each occurrence in the text is a piece of its
+    own length (found by plain search, a superset of what the tokenizer matches: a piece can only come
+    out longer, so a run is never placed in the paper's regime by mistake).
     """
     if not text:
         return 0
@@ -77,7 +78,11 @@ def longest_piece(tok, text: str) -> int:
     if not lopt._pre_tokenizer_splits(bk):
         return len(text)
     norm = bk.normalizer.normalize_str(text) if bk.normalizer is not None else text
-    return max((e - s for _, (s, e) in bk.pre_tokenizer.pre_tokenize_str(norm)), default=0)
+    longest = max((e - s for _, (s, e) in bk.pre_tokenizer.pre_tokenize_str(norm)), default=0)
+    for t in bk.get_added_tokens_decoder().values():
+        if len(t.content) > longest and t.content in text:
+            longest = len(t.content)
+    return longest
 
 
 def in_regime(row: dict) -> bool:
