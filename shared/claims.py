@@ -334,6 +334,16 @@ class Ledger:
         entry.interval, entry.needs, entry.measured = None, None, UNTESTED
         return entry
 
+    def not_testable(self, claim_id: str, reason: str, shown: str = "—") -> Entry:
+        """Record that this machine cannot test a claim at all (e.g. a many-core figure on 2 cores): the verdict is
+        :data:`NOT_TESTABLE`, with nothing measured against it; ``reason`` says why, and what would test it."""
+        if not reason:
+            raise ValueError("not_testable() needs a reason")
+        entry = self.untested(claim_id, reason, shown)
+        entry.holds = NOT_TESTABLE
+        entry.note = reason if reason.startswith("not testable here") else f"not testable here: {reason}"
+        return entry
+
     def _entry(self, claim_id: str) -> Entry:
         if claim_id not in self.entries:
             raise KeyError(f"{self.paper}: unknown claim {claim_id!r}; known: {', '.join(self.entries)}")
@@ -421,6 +431,35 @@ class Ledger:
                     + json.dumps(payload["evidence"], separators=(",", ":"), default=io._json_default) + "\n}\n")
             return io.write_text(result_path(self.paper, self.profile), text)
         return io.write_json(result_path(self.paper, self.profile), payload)
+
+
+def deciding(parts: dict[str, Any], test: Test, needs: dict[str, float] | None = None) -> str:
+    """The part that decides a claim that holds only where every part holds (an intersection-union test:
+    "against every baseline", "on every tokenizer", "accurate *and* fewer tokens"): ``parts`` {name: interval},
+    each decided by ``test``; ``needs`` {name: the resolution that part's test needs} where they differ.
+
+    A part that does not hold decides (the one farthest past the boundary); else an inconclusive part (the
+    coarsest for its resolution, so that the claim is under-powered where any open part is); else, every part
+    holding, the least favourable one (the interval end nearest the boundary). Recording the deciding part's
+    interval gives the claim the verdict of the whole: no if any part is no, yes only if every part is yes."""
+    if not parts:
+        raise ValueError("deciding: no parts")
+    verdict = {n: test.decide(iv) for n, iv in parts.items()}
+    failed = [n for n, v in verdict.items() if v == FAILS]
+    if failed:
+        return max(failed, key=lambda n: test.margin(parts[n].estimate) or 0.0)
+    open_ = [n for n, v in verdict.items() if v == INCONCLUSIVE]
+    if open_:
+        def coarseness(n):
+            need = (needs or {}).get(n)
+            width = (float(parts[n].hi) - float(parts[n].lo)) / 2
+            return width / need if need else width
+        return max(open_, key=coarseness)
+
+    def nearest(n):
+        ends = (float(parts[n].lo), float(parts[n].hi))
+        return min((abs(e - b) for e in ends for b in test.boundaries), default=0.0)
+    return min(parts, key=nearest)
 
 
 def shown_verdict(holds: str, measured: str | None = None, interval: str | None = None) -> str:

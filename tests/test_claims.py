@@ -274,3 +274,13 @@ def test_the_resolution_is_required_where_the_claim_names_one_and_refused_elsewh
     assert ledger.record("gain", 0.4).holds == C.HOLDS  # a point: nothing to resolve
     with pytest.raises(ValueError, match="rule in words"):
         C.Claim("x", "x", "", "", C.at_least(0), needs=0.5)
+
+
+def test_not_testable_records_a_claim_this_machine_cannot_test():
+    led = C.Ledger("x", "book", [C.Claim("a", "s", "p", "src", C.at_least(4.0))])
+    e = led.not_testable("a", "2 workers; the paper's figure is on many cores")
+    assert e.holds == C.NOT_TESTABLE and e.measured == C.UNTESTED and e.ours is None and e.interval is None
+    assert e.note == "not testable here: 2 workers; the paper's figure is on many cores" and not led.missing()
+    assert led.rows()[0]["holds?"] == C.NOT_TESTABLE
+    with pytest.raises(ValueError, match="reason"):
+        led.not_testable("a", "")

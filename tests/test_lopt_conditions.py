@@ -181,7 +181,9 @@ def test_many_core_speedup_is_not_testable_on_2_workers():
     r = lopt_cases.good()
     r["speed"] = [row for row in r["speed"] if row["workers"] <= 2]
     e = _ledger(r).entries["speedup_many_cores"]
-    assert e.holds == C.UNTESTED and "not testable here" in e.note and "2 workers" in e.note
+    assert e.holds == C.NOT_TESTABLE and e.measured == C.UNTESTED
+    assert e.note.startswith("not testable here: 2 workers") and "--workers N" in e.note
+    assert C.shown_verdict(e.holds, e.measured) == C.NOT_TESTABLE
 
 
 def test_lopt_stats_time_the_cut_search_apart_from_assembly():
@@ -240,6 +242,22 @@ def test_bench_workers_reaches_the_lopt_benchmark(capsys, monkeypatch, tmp_path)
     code = cli.main(["bench", "lopt", "--quick", "--workers", "6", "--out", str(tmp_path / "b")])
     assert code == 0, capsys.readouterr().err
     assert seen == [6]
-    assert lopt_bench.requested_workers(None) == 2  # not left behind for later calls
+    assert lopt_bench.requested_workers(None) == 2
     with pytest.raises(ValueError, match="workers"):
         lopt_bench.requested_workers(0)
+    # a worker count is part of the file's cache key (a run at 6 workers is not the default run's file)
+    from acl26 import execution
+
+    ch = registry.get("lopt")
+    assert execution.bench_key(ch, True, 6) != execution.bench_key(ch, True) == execution.bench_key(ch, True, None)
+
+
+def test_bench_workers_for_benchmarks_that_run_none_is_refused(capsys, monkeypatch, tmp_path):
+    from acl26 import bench
+
+    ran = []
+    monkeypatch.setattr(bench, "io", bench.io)  # nothing else replaced: the refusal comes before any work
+    code = cli.main(["bench", "sherry", "--workers", "4", "--out", str(tmp_path / "b")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "no benchmark of sherry runs workers in parallel" in err[0], err
+    assert not (tmp_path / "b").exists() and not ran

@@ -147,18 +147,22 @@ def test_largest_shift_interval_bounds():
 # ---- matches_at_fewer_tokens: one claim, two parts
 
 
-def test_conjunction_picks_the_deciding_part():
+def test_deciding_picks_the_part_that_decides_the_whole():
+    """claims.deciding: the intersection-union rule every "both" / "every" claim uses."""
     from acl26 import stats
 
     test = next(c for c in spec.CLAIMS if c.id == "matches_at_fewer_tokens").test
     iv = lambda lo, hi: stats.Interval((lo + hi) / 2, lo, hi, 0.95, "t", 10)  # noqa: E731
     # both hold: the least favourable decides
-    assert verdicts.conjunction({"a": (iv(0.1, 0.3), 0.05), "t": (iv(0.02, 0.4), 0.2)}, test) == "t"
+    assert C.deciding({"a": iv(0.1, 0.3), "t": iv(0.02, 0.4)}, test) == "t"
     # one fails: it decides, whatever the other says
-    assert verdicts.conjunction({"a": (iv(0.1, 0.3), 0.05), "t": (iv(-0.4, -0.1), 0.2)}, test) == "t"
-    assert verdicts.conjunction({"a": (iv(-0.3, 0.3), 0.05), "t": (iv(-0.4, -0.1), 0.2)}, test) == "t"
-    # none fails, one open: the open one decides
-    assert verdicts.conjunction({"a": (iv(-0.01, 0.3), 0.05), "t": (iv(0.1, 0.4), 0.2)}, test) == "a"
+    assert C.deciding({"a": iv(0.1, 0.3), "t": iv(-0.4, -0.1)}, test) == "t"
+    assert C.deciding({"a": iv(-0.3, 0.3), "t": iv(-0.4, -0.1)}, test) == "t"
+    # none fails, some open: the coarsest for its own resolution decides
+    assert C.deciding({"a": iv(-0.01, 0.3), "t": iv(0.1, 0.4)}, test) == "a"
+    assert C.deciding({"a": iv(-0.05, 0.05), "t": iv(-0.1, 0.3)}, test, {"a": 0.01, "t": 0.5}) == "a"
+    with pytest.raises(ValueError, match="no parts"):
+        C.deciding({}, test)
 
 
 def test_fewer_tokens_alone_does_not_make_the_claim_hold():

@@ -150,6 +150,7 @@ MANY_WORKERS = 8
 #   no absolute/relative choice arises.
 # * merge_cheap (our check, the merge ≤ 2% of wall time): half the goal, 1 percentage point: the interval can tell a
 #   merge at half the allowance from one at the allowance. Considered: the goal itself (2 points; larger); none.
+FASTER_NEEDS, SPEEDUP_NEEDS, MERGE_NEEDS = 0.5, 0.1, 0.01
 # * speedup_many_cores: none. The test is the paper's own range (≥ 4×, its low end); there is no smaller effect the
 #   claim is about, and it is decided only where MANY_WORKERS were timed.
 # The speed rows are decided on the range over timing repeats (acl26.stats.repeat_range) of same-repeat ratios, the

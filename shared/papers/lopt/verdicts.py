@@ -21,21 +21,6 @@ def _merged(rows: list[dict]) -> tuple[list[dict], list[dict]]:
     return merged, [r for r in rows if r.get("sequential", False)]
 
 
-def _conjunction(per_tok: dict[str, "object"], test) -> "object":
-    """The interval that decides "every tokenizer passes": the first tokenizer's that fails, else the first
-    inconclusive one, else the one nearest the test's boundary (the smallest margin)."""
-    from acl26 import claims as C
-
-    verdict = {t: test.decide(iv) for t, iv in per_tok.items()}
-    for want in (C.FAILS, C.INCONCLUSIVE):
-        for t, v in verdict.items():
-            if v == want:
-                return t, per_tok[t]
-    t = min(per_tok, key=lambda k: min(min(abs(per_tok[k].lo - b), abs(per_tok[k].hi - b)) for b in test.boundaries)
-            if test.boundaries else 0)
-    return t, per_tok[t]
-
-
 def _per_tok_text(per_tok: dict, test, fmt) -> str:
     return "; ".join(f"{t}: {fmt(iv)} {test.decide(iv)}" for t, iv in per_tok.items())
 
@@ -55,7 +40,7 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
       SentencePiece tokenizer every chunk starts with "▁", which the fact ``sp_prefix`` records.
     * The speed rows are decided at the longest length timed (at least :data:`spec.SPEED_CHARS`), per
       tokenizer on the range over repeats of same-repeat ratios (:func:`study.parallel_factors`), every
-      tokenizer required (:func:`_conjunction`).
+      tokenizer required (:func:`acl26.claims.deciding`).
     """
     from acl26.papers.lopt import spec
 
@@ -156,7 +141,8 @@ def _record_speed(ledger: C.Ledger, sp: list[dict]) -> None:
             ledger.untested(cid, f"not timed for {', '.join(missing) or 'any tokenizer'} (needs LoPT with 1 and 2 "
                                  "workers and sequential encode in the same repeat)")
             return
-        t, iv = _conjunction(per_tok, entry.test)
+        t = C.deciding(per_tok, entry.test)  # it holds only where every tokenizer passes
+        iv = per_tok[t]
         kw = {"needs": needs} if needs is not None else {}
         ledger.record(cid, iv.estimate, interval=iv, shown=_per_tok_text(per_tok, entry.test, fmt),
                       note=f"the row's interval is {t}'s, the tokenizer that decides 'every tokenizer' "
@@ -165,18 +151,20 @@ def _record_speed(ledger: C.Ledger, sp: list[dict]) -> None:
     if biggest < spec.SPEED_CHARS:
         why = f"this profile times up to {biggest:,} characters only (decided at {spec.SPEED_CHARS:,})"
         for cid in ids:
-            ledger.untested(cid, why if cid != "speedup_many_cores" else
-                            f"not testable here ({wmax} workers; the paper's 4–6× is on a many-core CPU): {why}")
+            if cid == "speedup_many_cores":
+                ledger.not_testable(cid, f"{wmax} workers; the paper's 4–6× is on a many-core CPU, and {why}")
+            else:
+                ledger.untested(cid, why)
         return
-    decide("faster_2w", "faster_2", 0.5, show)
-    decide("speedup", "parallel_2", 0.1, show)
+    decide("faster_2w", "faster_2", spec.FASTER_NEEDS, show)
+    decide("speedup", "parallel_2", spec.SPEEDUP_NEEDS, show)
     assemble = "; ".join(f"{t}: {share(f['assemble_share'])}" for t, f in factors.items())
-    decide("merge_cheap", "match_share", 0.01, share, extra=f"; assembling the ids, timed apart: {assemble}")
+    decide("merge_cheap", "match_share", spec.MERGE_NEEDS, share, extra=f"; assembling the ids, timed apart: {assemble}")
     if wmax >= spec.MANY_WORKERS:
         decide("speedup_many_cores", "speedup", None, show)
     else:
-        ledger.untested("speedup_many_cores",
-                        f"not testable here ({wmax} workers on this machine; the paper's 4–6× is on a many-core CPU, "
-                        f"decided from {spec.MANY_WORKERS} workers): `acl26 bench lopt --workers N` measures it on a "
-                        "bigger machine",
-                        shown="; ".join(f"{t}: {show(f['speedup'])} with {wmax} workers" for t, f in factors.items()))
+        ledger.not_testable("speedup_many_cores",
+                            f"{wmax} workers on this machine; the paper's 4–6× is on a many-core CPU, decided here "
+                            f"from {spec.MANY_WORKERS} workers: `acl26 bench lopt --workers N` measures it on a bigger "
+                            "machine",
+                            shown="; ".join(f"{t}: {show(f['speedup'])} with {wmax} workers" for t, f in factors.items()))

@@ -65,34 +65,20 @@ def _shift(iv: stats.Interval, scale: float, offset: float, what: str) -> stats.
     return stats.Interval(offset + scale * iv.estimate, min(a, b), max(a, b), iv.level, f"{iv.method}; {what}", iv.n)
 
 
-def conjunction(parts: dict[str, tuple[stats.Interval, float]], test: C.Test) -> str:
-    """The part that decides a claim that holds when every part holds (an intersection-union test): ``parts``
-    {name: (interval mapped so that ``test`` passes it, the resolution it needs)}. A part that does not hold
-    decides (the lowest upper end first); else an inconclusive part (the coarsest for its resolution); else,
-    all holding, the least favourable (the lowest lower end)."""
-    verdict = {n: test.decide(iv) for n, (iv, _) in parts.items()}
-    failed = [n for n, v in verdict.items() if v == C.FAILS]
-    if failed:
-        return min(failed, key=lambda n: parts[n][0].hi)
-    open_ = [n for n, v in verdict.items() if v == C.INCONCLUSIVE]
-    if open_:
-        return max(open_, key=lambda n: (parts[n][0].hi - parts[n][0].lo) / 2 / max(parts[n][1], 1e-12))
-    return min(parts, key=lambda n: parts[n][0].lo)
-
-
 def _best_vs_thinking(ledger: C.Ledger, cid: str, recs: dict, best: float, diff, nr: int, unit: str) -> None:
     """Record ``cid`` (matches_at_fewer_tokens or its GSM8K twin) from ``recs`` ({λ: record}): Mean@k at
     ``best`` − Thinking's, non-inferior by MATCH_MARGIN, and their mean tokens' ratio below 1, both paired over
-    the ``unit`` (problems, questions) and decided together (:func:`conjunction`)."""
+    the ``unit`` (problems, questions) and decided together (:func:`acl26.claims.deciding`)."""
     pb, pt = per_problem(recs[best]), per_problem(recs[1.0])
     sb, st = summary(recs[best]), summary(recs[1.0])
     acc = diff(pb["mean@k"], pt["mean@k"])
     ratio = stats.paired_bootstrap(pb["tokens"], pt["tokens"], "ratio_of_means", n_resamples=nr, unit=unit)
-    parts = {"accuracy": (_shift(acc, 1.0, MATCH_MARGIN, f"+ the margin {MATCH_MARGIN:g}"), MATCH_MARGIN),
-             "tokens": (_shift(ratio, -1.0, 1.0, "1 − the ratio"), TOKEN_NEEDS)}
-    pick = conjunction(parts, _TEST[cid])
-    iv, needs = parts[pick]
-    ledger.record(cid, iv.estimate, interval=iv, needs=needs,
+    parts = {"accuracy": _shift(acc, 1.0, MATCH_MARGIN, f"+ the margin {MATCH_MARGIN:g}"),
+             "tokens": _shift(ratio, -1.0, 1.0, "1 − the ratio")}
+    needs = {"accuracy": MATCH_MARGIN, "tokens": TOKEN_NEEDS}
+    pick = C.deciding(parts, _TEST[cid], needs)  # an intersection-union test: both parts must hold
+    iv = parts[pick]
+    ledger.record(cid, iv.estimate, interval=iv, needs=needs[pick],
                   shown=(f"accuracy {acc.estimate:+.3f} [{acc.lo:+.3f}, {acc.hi:+.3f}] (Mean@k {sb['mean@k']:.3f} at "
                          f"λ {best:g} vs {st['mean@k']:.3f}); tokens {ratio.estimate:.3f}× [{ratio.lo:.3f}, "
                          f"{ratio.hi:.3f}] ({sb['tokens']:.1f} vs {st['tokens']:.1f})"),
@@ -235,10 +221,8 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
         _best_vs_thinking(ledger, "matches_at_fewer_tokens", dec, best, diff, nr, "problems")
         if "TA" in var and ties:
             ivs = {m: diff(pd_[best]["mean@k"], per_problem(var[m])["mean@k"]) for m in ("TA", *ties)}
-            verdicts = {m: _TEST["beats_merging"].decide(v) for m, v in ivs.items()}
             # holds only if it holds against every baseline; does not hold if it fails against any
-            rank = {C.FAILS: 0, C.INCONCLUSIVE: 1, C.HOLDS: 2}
-            pick = min(ivs, key=lambda m: (rank[verdicts[m]], ivs[m].lo))
+            pick = C.deciding(ivs, _TEST["beats_merging"])
             ledger.record("beats_merging", ivs[pick].estimate, interval=ivs[pick],
                           shown="; ".join(f"vs {m} {v.estimate:+.3f} [{v.lo:+.3f}, {v.hi:+.3f}]" for m, v in ivs.items()),
                           note=f"at λ {best:g}; decided on the least favourable comparison ({pick}): it must hold "
