@@ -10,6 +10,7 @@ last file is not run again.
 from __future__ import annotations
 
 import datetime as _dt
+import inspect
 import os
 from pathlib import Path
 
@@ -26,10 +27,19 @@ def default_out() -> Path:
     return (root / paths.BOOK_EXECUTED if root else paths.out_dir()) / "bench"
 
 
+def takes_workers(chapter) -> bool:
+    """Whether ``chapter``'s benchmarks run workers in parallel (their function takes ``workers``)."""
+    return chapter.benchmarks is not None and "workers" in inspect.signature(chapter.benchmarks).parameters
+
+
 def run(papers: list[str] | None = None, *, quick: bool = False, out_dir: str | os.PathLike | None = None,
         cached: bool = False, force: list[str] | bool = (), statuses: dict | None = None,
-        overwrite: bool = False) -> list[Path]:
+        overwrite: bool = False, workers: int | None = None) -> list[Path]:
     """Run the benchmarks of ``papers`` (default: all with benchmarks); returns the files written or kept.
+
+    ``workers`` (an integer ≥ 1, or None for each benchmark's default): the worker count of the benchmarks
+    that run workers in parallel (:func:`takes_workers`); the others run as they always do. Naming papers
+    none of whose benchmarks takes it is a ValueError, before any work.
 
     ``cached``: keep a file whose key is unchanged (``force``: True, or the ids to run anyway).
     A file acl26 did not write (or that was changed since) is refused before its benchmark runs,
@@ -38,14 +48,21 @@ def run(papers: list[str] | None = None, *, quick: bool = False, out_dir: str | 
     """
     from acl26 import execution
 
+    from acl26 import checks
+
     chapters = registry.ordered(papers)  # unknown papers fail before any work
+    if workers is not None:
+        workers = checks.integer("workers", workers, 1)
+        if papers and not any(takes_workers(c) for c in chapters):
+            raise ValueError(f"workers: no benchmark of {', '.join(c.id for c in chapters)} runs workers in parallel")
     forced = {c.id for c in chapters} if force is True else {registry.get(f).id for f in (force or ())}
     out = Path(out_dir) if out_dir else default_out()
     written = []
     for ch in chapters:
         if ch.benchmarks is None:
             continue
-        key = execution.bench_key(ch, quick)
+        parallel = workers is not None and takes_workers(ch)
+        key = execution.bench_key(ch, quick, workers if parallel else None)
         target = out / f"{ch.id}.json"
         replace = overwrite or ch.id in forced
         if cached and ch.id not in forced and target.is_file():
@@ -60,7 +77,7 @@ def run(papers: list[str] | None = None, *, quick: bool = False, out_dir: str | 
                 pass
         io.check_target(target, overwrite=replace)  # before the benchmark, not after it
         started = _dt.datetime.now(_dt.timezone.utc)
-        result = ch.benchmarks(quick=quick)
+        result = ch.benchmarks(quick=quick, workers=workers) if parallel else ch.benchmarks(quick=quick)
         result.update(paper=ch.id, quick=quick, machine=machine(), started=started.isoformat(timespec="seconds"),
                       key=key)
         written.append(io.write_json(target, result, overwrite=replace))

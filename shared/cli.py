@@ -80,28 +80,18 @@ def _cmd_run(args) -> None:
           f"{', '.join(str(p) for p in res.results) or 'none'}")
 
 
-#: where ``acl26 bench --workers N`` leaves N for the benchmarks that run workers in parallel
-BENCH_WORKERS_ENV = "ACL26_BENCH_WORKERS"
-
-
 def _cmd_bench(args) -> None:
     from acl26 import bench
 
+    workers = None
     if args.workers is not None:  # an integer >= 1, ASCII digits only: checked before any benchmark runs
         text = args.workers.strip()
         if not (text.isascii() and text.isdigit()) or int(text) < 1:
             raise ValueError(f"--workers must be an integer ≥ 1, got {args.workers!r}")
-    old = os.environ.get(BENCH_WORKERS_ENV)
-    if args.workers is not None:
-        os.environ[BENCH_WORKERS_ENV] = str(int(args.workers.strip()))
-    try:
-        for file in bench.run(args.papers or None, quick=args.quick, out_dir=args.out, overwrite=args.force):
-            print(file)
-    finally:  # not left behind for a later command in the same process
-        if old is None:
-            os.environ.pop(BENCH_WORKERS_ENV, None)
-        else:
-            os.environ[BENCH_WORKERS_ENV] = old
+        workers = int(text)
+    for file in bench.run(args.papers or None, quick=args.quick, out_dir=args.out, overwrite=args.force,
+                          workers=workers):
+        print(file)
 
 
 def _cmd_book(args) -> None:

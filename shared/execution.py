@@ -109,7 +109,10 @@ def _source(chapter) -> str:
     return source_digest(chapter.id, tuple(sorted(chapter.kernels)))
 
 
-def bench_key(chapter, quick: bool) -> str:
-    """The cache key of ``chapter``'s benchmarks."""
-    return _digest({"kind": "bench", "chapter": chapter.id, "quick": bool(quick), "source": _source(chapter),
-                    "assets": _asset_entries(chapter.assets), "packages": package_versions()})
+def bench_key(chapter, quick: bool, workers: int | None = None) -> str:
+    """The cache key of ``chapter``'s benchmarks (``workers``: the worker count asked for, where one was)."""
+    what = {"kind": "bench", "chapter": chapter.id, "quick": bool(quick), "source": _source(chapter),
+            "assets": _asset_entries(chapter.assets), "packages": package_versions()}
+    if workers is not None:  # the default run keeps its key
+        what["workers"] = int(workers)
+    return _digest(what)

@@ -16,29 +16,18 @@ import time
 
 import numpy as np
 
-import os
-
 from acl26 import checks, stats, texts, timing, tokenization
 from acl26.papers.lopt import method as lopt
 from acl26.papers.lopt import spec
 from acl26.papers.lopt.study import _text_of_length
 
-#: set by ``acl26 bench --workers N`` for the benchmarks it runs (the shared command line names no chapter)
-WORKERS_ENV = "ACL26_BENCH_WORKERS"
 DEFAULT_WORKERS = 2
 
 
 def requested_workers(workers: int | None = None) -> int:
-    """The worker count to benchmark: ``workers`` if given, else ``$ACL26_BENCH_WORKERS`` (what ``acl26 bench
-    --workers N`` sets), else 2; an integer ≥ 1 (ValueError naming it otherwise)."""
-    if workers is not None:
-        return checks.integer("workers", workers, 1)
-    env = os.environ.get(WORKERS_ENV, "").strip()
-    if not env:
-        return DEFAULT_WORKERS
-    if not env.isascii() or not env.isdigit():
-        raise ValueError(f"{WORKERS_ENV} must be an integer ≥ 1, got {env!r}")
-    return checks.integer(WORKERS_ENV, int(env), 1)
+    """The worker count to benchmark: ``workers`` (what ``acl26 bench --workers N`` passes) if given, else 2; an
+    integer ≥ 1 (ValueError naming it otherwise)."""
+    return DEFAULT_WORKERS if workers is None else checks.integer("workers", workers, 1)
 
 
 def benchmarks(quick: bool = False, workers: int | None = None) -> dict:
