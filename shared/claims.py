@@ -231,9 +231,15 @@ def check_controls(claims: list[Claim]) -> None:
 
 
 class Ledger:
-    """What one notebook run measured against its paper's claims."""
+    """What one notebook run measured against its paper's claims.
 
-    def __init__(self, paper: str, profile: str, claims: list[Claim], params: dict | None = None):
+    ``record_claims``: the chapter's ``record_claims`` (:attr:`acl26.chapter.Chapter.record_claims`), which
+    :meth:`save` runs on a scratch ledger to keep only the part of the evidence it reads;
+    :func:`acl26.notebook.setup` passes it. Without it :meth:`save` stores the evidence whole. The ledger
+    does not look the chapter up itself: the registry imports the chapters, which import this module."""
+
+    def __init__(self, paper: str, profile: str, claims: list[Claim], params: dict | None = None,
+                 record_claims: Callable[[Ledger, Any], None] | None = None):
         ids = [c.id for c in claims]
         if len(set(ids)) != len(ids):
             raise ValueError(f"{paper}: duplicate claim ids in {ids}")
@@ -241,6 +247,7 @@ class Ledger:
         self.paper = paper
         self.profile = profile
         self.params = dict(params or {})
+        self.record_claims = record_claims
         self.entries = {c.id: Entry(c) for c in claims}
         self.metrics: dict[str, Any] = {}
         self.started = time.time()
@@ -392,8 +399,9 @@ class Ledger:
         """Write ``results/<paper>-<profile>.json`` atomically; every claim must be recorded.
 
         ``evidence``: what ``record_claims`` decided the verdicts from (the study's results); the part
-        of it the chapter's ``record_claims`` reads (:func:`acl26.evidence.read_by`) is stored, so that
-        ``acl26 verify`` can decide the verdicts again (:mod:`acl26.evidence`)."""
+        of it the ledger's ``record_claims`` reads (:func:`acl26.evidence.read_by`) is stored, so that
+        ``acl26 verify`` can decide the verdicts again (:mod:`acl26.evidence`). Evidence that is not a
+        dict, or a ledger made without ``record_claims``, stores the evidence whole."""
         missing = self.missing()
         if missing:
             raise RuntimeError(f"{self.paper}: claims not recorded: {', '.join(missing)}")
@@ -415,12 +423,10 @@ class Ledger:
         }
         if evidence is not None:
             from acl26 import evidence as codec
-            from acl26 import registry
 
-            if isinstance(evidence, dict) and self.paper in registry.CHAPTERS:
-                chapter = registry.get(self.paper)
+            if isinstance(evidence, dict) and self.record_claims is not None:
                 scratch = Ledger(self.paper, self.profile, [e.claim for e in self.entries.values()], self.params)
-                evidence = codec.read_by(chapter.record_claims, scratch, evidence)
+                evidence = codec.read_by(self.record_claims, scratch, evidence)
             # last, on one line: the file stays readable above it, and numbers do not take a line each
             payload["evidence"] = codec.encode(evidence)
             import json

@@ -40,6 +40,7 @@ def setup(chapter_id: str, namespace: dict) -> tuple[dict, claims.Ledger]:
     params = chapter.spec.from_namespace(namespace)
     quiet_known_noise()
     plots.setup()
-    ledger = claims.Ledger(chapter.id, params["profile"], list(chapter.claims), params=params)
+    ledger = claims.Ledger(chapter.id, params["profile"], list(chapter.claims), params=params,
+                           record_claims=chapter.record_claims)
     print(f"{chapter.short_title}, profile {params['profile']!r}")
     return params, ledger

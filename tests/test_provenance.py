@@ -65,6 +65,28 @@ def test_only_what_record_claims_reads_is_kept():
     assert _verdicts("sherry", kept) == _verdicts("sherry", r)
 
 
+def test_a_ledger_from_notebook_setup_stores_what_its_record_claims_reads(tmp_path, monkeypatch):
+    """notebook.setup hands the chapter's record_claims to the ledger (the ledger looks up no chapter:
+    issue 42, point 2); a ledger made without it stores the evidence whole."""
+    from acl26 import notebook
+
+    monkeypatch.setenv("ACL26_OUT", str(tmp_path))
+    good, _ = CASES["sherry"]
+    r = {**good(), "huge": np.zeros(10)}
+    ch = registry.get("sherry")
+    _, ledger = notebook.setup("sherry", {"profile": "book"})
+    assert ledger.record_claims is ch.record_claims
+    ch.record_claims(ledger, r)
+    saved = json.loads(ledger.save(evidence=r).read_text())["evidence"]
+    kept = evidence.read_by(ch.record_claims, C.Ledger("sherry", "book", list(ch.claims)), r)
+    assert saved == json.loads(json.dumps(evidence.encode(kept))) and "huge" not in saved
+
+    bare = C.Ledger("sherry", "book", list(ch.claims))
+    ch.record_claims(bare, r)
+    whole = json.loads(bare.save(evidence=r).read_text())["evidence"]
+    assert whole == json.loads(json.dumps(evidence.encode(r))) and "huge" in whole
+
+
 def test_the_run_command_gives_back_every_parameter():
     spec = registry.get("lopt").spec
     resolved = spec.resolve("smoke", {"texts": ["hard"], "seed": 3})
@@ -81,7 +103,7 @@ def executed(tmp_path, monkeypatch):
     monkeypatch.setenv("ACL26_OUT", str(tmp_path))
     for cid in ("lopt", "sherry"):
         ch = registry.get(cid)
-        ledger = C.Ledger(ch.id, "book", list(ch.claims))
+        ledger = C.Ledger(ch.id, "book", list(ch.claims), record_claims=ch.record_claims)
         res = CASES[cid][0]()
         ch.record_claims(ledger, res)
         ledger.save(evidence=res)

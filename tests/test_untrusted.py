@@ -179,7 +179,7 @@ def book(tmp_path, monkeypatch):
     executed = tmp_path / "executed"
     monkeypatch.setenv("ACL26_OUT", str(executed))
     ch = registry.get("lopt")
-    ledger = C.Ledger(ch.id, "book", list(ch.claims))
+    ledger = C.Ledger(ch.id, "book", list(ch.claims), record_claims=ch.record_claims)
     res = CASES["lopt"][0]()
     ch.record_claims(ledger, res)
     ledger.save(evidence=res)
@@ -561,7 +561,7 @@ def test_model_interpolation_evidence_with_a_huge_resample_count_ends_in_time(tm
     monkeypatch.setenv("ACL26_OUT", str(executed))
     monkeypatch.setattr(provenance, "REDERIVE_S", 5.0)
     ch = registry.get("model_interpolation")
-    ledger = C.Ledger(ch.id, "book", list(ch.claims))
+    ledger = C.Ledger(ch.id, "book", list(ch.claims), record_claims=ch.record_claims)
     res = CASES["model_interpolation"][0]()
     ch.record_claims(ledger, res)
     ledger.save(evidence=res)
