@@ -73,7 +73,6 @@ def _cmd_run(args) -> None:
     from acl26 import params, runner
 
     overrides = params.parse_assignments(args.param)
-    runner.resolve(args.paper, args.profile, overrides)  # fail fast, before any work
     res = runner.run(args.paper, args.profile, overrides, out_dir=args.out, progress=not args.quiet,
                      overwrite=args.force)
     print(f"{res.paper} ({res.profile}): {res.notebook} in {res.wall_s:.0f} s; results: "

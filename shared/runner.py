@@ -1,6 +1,6 @@
 """Execute a paper's notebook headlessly with papermill, atomically.
 
-:func:`run` validates the parameters first (a bad one fails before anything is written), then
+:func:`run` validates the parameters first, once (a bad one fails before anything is written), then
 executes ``notebooks/<paper>.ipynb`` with the resolved profile into a staging folder, with the
 notebook's outputs (results JSON) directed there too (``ACL26_OUT``). Only when every cell
 succeeds are the executed notebook and its results moved into the output folder (by default the
@@ -68,17 +68,20 @@ def _env(**values: str):
 def run(paper_id: str, profile: str = "book", overrides: dict[str, Any] | None = None, *,
         out_dir: str | os.PathLike | None = None, root: str | os.PathLike | None = None,
         progress: bool = True, kernel_name: str | None = None, key: str | None = None,
-        overwrite: bool = False) -> RunResult:
+        overwrite: bool = False, params: dict[str, Any] | None = None) -> RunResult:
     """Execute one paper's notebook; see the module docstring. ``key`` (default: the notebook's
     cache key for these parameters, :func:`acl26.execution.notebook_key`) is stored with the run,
-    so that ``acl26 book`` takes an ``acl26 run`` of the same inputs from the cache.
+    so that ``acl26 book`` takes an ``acl26 run`` of the same inputs from the cache. ``params``:
+    the set :func:`resolve` already returned for ``profile`` and ``overrides``, passed on rather than
+    resolved again (default: resolved here, first, once).
 
     The outputs (``<paper>.ipynb``, ``runs/<paper>.json``, ``results/<paper>-<profile>.json``)
     replace earlier ones that acl26 wrote; an existing file it did not write (or that was changed
     since) is refused before the notebook starts, unless ``overwrite`` (:mod:`acl26.io`)."""
     paper = registry.get(paper_id)
     paper_id = paper.id
-    params = resolve(paper_id, profile, overrides)
+    if params is None:
+        params = resolve(paper_id, profile, overrides)
     root = Path(root) if root is not None else paths.repo_root()
     if root is None:
         raise RunError("run this from the acl26-repro checkout (its notebooks/ folder is needed)")
@@ -207,15 +210,14 @@ def run_all(ids: list[str] | None = None, profile: str = "book", *, out_dir: str
     out = Path(out_dir) if out_dir is not None else root / paths.BOOK_EXECUTED
     chapters = registry.ordered(ids)
     forced = {c.id for c in chapters} if force is True else {registry.get(f).id for f in (force or ())}
-    for c in chapters:
-        c.spec.resolve(profile)  # a bad profile fails before any work
+    resolved = [(c, c.spec.resolve(profile)) for c in chapters]  # once each; a bad profile fails before any work
     results = []
-    for c in chapters:
-        params = c.spec.resolve(profile)
+    for c, params in resolved:
         key = execution.notebook_key(c, params, root)
         res = None if c.id in forced else cached(c.id, profile, out, key)
         if res is None:
-            res = run(c.id, profile, root=root, out_dir=out, progress=progress, key=key, overwrite=c.id in forced)
+            res = run(c.id, profile, root=root, out_dir=out, progress=progress, key=key, overwrite=c.id in forced,
+                      params=params)
         results.append(res)
         if on_result is not None:
             on_result(res)

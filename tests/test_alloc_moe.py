@@ -476,7 +476,9 @@ def test_a_dense_checkpoint_is_moefied_and_budgets_at_its_native_k_fail_naming_t
     tok.save_pretrained(tmp_path)
     P = study.SPEC.resolve("smoke", {"checkpoint": str(tmp_path), "moefy_layers": [1, 2], "moefy_experts": 4,
                                      "native_margin": 1e9, "budgets": [1]})
-    with pytest.raises(ValueError, match=r"^budgets: .*native top-k, which is 1 ") as e:  # every k within the margin
+    # every k within the margin: K_orig is 1, and the budget 1 is not below it
+    rule = r"^budgets must each be below the native top-k \(the MoEfied subject's: 1, "
+    with pytest.raises(ValueError, match=rule) as e:
         study.main_subject(P, progress=False)
     assert "\n" not in str(e.value)
     P["native_margin"], P["budgets"] = 0.0, []  # past the spec: no budget to check

@@ -40,9 +40,27 @@ def shared_top_k(params: dict) -> int:
     return int(zoo.SPEC.resolve(params["models_profile"])["moe_top_k"])
 
 
+#: the one rule on ``budgets`` against a subject's native top-k (a budget must cut something), in one message
+#: wherever it is checked: by :data:`SPEC` before any run, and by the study once a subject's top-k is known
+BELOW_NATIVE = "budgets must each be below the native top-k"
+
+
+def below_native(budgets: Sequence[int], native: int | None) -> bool:
+    """Whether every budget is below ``native`` (a subject's native top-k; None: not known yet, passes)."""
+    return native is None or max(budgets, default=0) < native
+
+
+def check_below_native(budgets: Sequence[int], native: int, subject: str, why: str = "") -> None:
+    """Raise ValueError unless every budget is below ``native``, the native top-k of ``subject`` (``why``:
+    how it was chosen): :data:`BELOW_NATIVE`, that top-k and the budgets, in the form :data:`SPEC`'s
+    error takes (``... (got budgets=[...])``), one line."""
+    if not below_native(budgets, native):
+        raise ValueError(f"{BELOW_NATIVE} ({subject}: {native}{', ' + why if why else ''}) "
+                         f"(got budgets={list(budgets)!r})")
+
+
 def _budgets_below_native(p: dict) -> bool:
-    native = native_top_k(p)
-    return max(p["budgets"]) < shared_top_k(p) and (native is None or max(p["budgets"]) < native)
+    return below_native(p["budgets"], shared_top_k(p)) and below_native(p["budgets"], native_top_k(p))
 
 
 def _k_base_sweep_reaches_half(p: dict) -> bool:
@@ -50,10 +68,10 @@ def _k_base_sweep_reaches_half(p: dict) -> bool:
     Where the main subject's native top-k is known only at run time (MoEfied SmolLM2), it is at least
     max(budgets) + 1 (the run refuses less), and the half budget grows with it: checked at that least one."""
     native = native_top_k(p) or max(p["budgets"]) + 1
-    return min(p["k_base_sweep"]) <= _nearest_half(p["budgets"], native)
+    return min(p["k_base_sweep"]) <= nearest_half(p["budgets"], native)
 
 
-def _nearest_half(budgets: Sequence[int], native: int) -> int:
+def nearest_half(budgets: Sequence[int], native: int) -> int:
     """The half budget (:func:`half_budget`): the one of ``budgets`` nearest ``native / 2``, the smaller on a tie."""
     return min(budgets, key=lambda k: (abs(k - native / 2), k))
 
@@ -114,7 +132,7 @@ SPEC = ParamSpec(
     },
     checks=(
         # run_grid refuses a budget at or above the native top-k (a budget must cut something)
-        (f"budgets must each be below the native top-k (the trained MoE's moe_top_k by models_profile: {_SHARED_TOP_K}; "
+        (f"{BELOW_NATIVE} (the trained MoE's moe_top_k by models_profile: {_SHARED_TOP_K}; "
          "a checkpoint's num_experts_per_tok)", _budgets_below_native),
         ("k_base must not exceed the smallest budget", lambda p: p["k_base"] <= min(p["budgets"])),
         ("k_base_sweep needs a value at or below the half budget (the one of budgets nearest half the native top-k)",

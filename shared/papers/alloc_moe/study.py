@@ -25,8 +25,8 @@ from acl26.kernels import dp_alloc
 from acl26.papers.alloc_moe import routing as R
 from acl26.papers.alloc_moe import speed as moe_speed
 from acl26.papers.alloc_moe.moefy import moefy
-from acl26.papers.alloc_moe.spec import (CALIB_SOURCES, CLAIMS, SPEC, _nearest_half,  # noqa: F401  (re-exported:
-                                         native_top_k)  # study.SPEC, study.CLAIMS, study.native_top_k)
+from acl26.papers.alloc_moe.spec import (CALIB_SOURCES, CLAIMS, SPEC, check_below_native,  # noqa: F401  (re-exported:
+                                         native_top_k, nearest_half)  # study.SPEC, study.CLAIMS, study.native_top_k)
 
 #: tokens per calibration segment: the unit the bootstrap of the allocation's shape resamples
 SEGMENT = 32
@@ -90,9 +90,8 @@ def main_subject(params: dict, progress: bool = True):
     del model
     k, table = choose_native_k(moe, native_val, params["native_margin"], batch_blocks=params["batch_blocks"],
                                progress=progress)
-    if max(params["budgets"], default=0) >= k:
-        raise ValueError(f"budgets: each must be below the MoEfied subject's native top-k, which is {k} "
-                         f"(the smallest k within {params['native_margin']:.0%} of the dense model); got {params['budgets']}")
+    check_below_native(params["budgets"], k, "the MoEfied subject's",
+                       f"the smallest k within {params['native_margin']:.0%} of the dense model")
     return moe, tok, {"source": f"{what} MoEfied: {params['moefy_experts']} experts in each of layers "
                                 f"{checks.layer_span(params['moefy_layers'])}, native top-{k}",
                       "class": f"{type(moe).__name__} (MoEfied)", "seed": None, "val_ppl": None,
@@ -377,7 +376,7 @@ def methods_at(k: int, L: int, *, s_alloc: np.ndarray, lexi: np.ndarray, k_base:
 
 def half_budget(params: dict, native: int) -> int:
     """The uniform-equivalent k of half budget (the budget nearest native/2 among ``budgets``)."""
-    return _nearest_half(params["budgets"], native)
+    return nearest_half(params["budgets"], native)
 
 
 def run_grid(model, tx: dict, params: dict, *, progress: bool = True) -> dict:
@@ -388,9 +387,7 @@ def run_grid(model, tx: dict, params: dict, *, progress: bool = True) -> dict:
     t0 = time.perf_counter()
     native = R.native_k(model)
     L = len(native)
-    for k in params["budgets"]:
-        if k >= min(native):
-            raise ValueError(f"budgets: {k} is not below the native top-k ({min(native)})")
+    check_below_native(params["budgets"], min(native), "the model's smallest layer's")
     bb = params["batch_blocks"]
     calib, alt = tx[params["calib_source"]], tx[params["calib_alt"]]
     S, S_parts = profile_sensitivity(model, calib, batch_blocks=bb, progress=progress, segment=SEGMENT)
@@ -535,9 +532,7 @@ def second_subject(params: dict, progress: bool = True) -> dict:
         if tx is None:  # every seed shares the tokenizer and the corpus
             tx = texts(params, tok, block_size(params, m, shared=True))
         native = R.native_k(m)
-        if max(params["budgets"]) >= min(native):
-            raise ValueError(f"budgets: each must be below the trained MoE's native top-k ({min(native)}), "
-                             f"got {params['budgets']}")
+        check_below_native(params["budgets"], min(native), "the trained MoE's")
         out["seeds"][s] = headline_seed(m, tx, params, progress=progress)
         out["info"][s] = {**inf, "MoE layers": len(native), "native top-k": max(native)}
         del m

@@ -92,11 +92,12 @@ SPEC = ParamSpec(
 )
 
 
-_PAPER_MB = {r["format"]: r["mb"] for r in sherry_paper.paper_table() if r["model"] == "0.7B"}
+#: the paper's model sizes (MB) of its 0.7B model, by format
+PAPER_MB = {r["format"]: r["mb"] for r in sherry_paper.paper_table() if r["model"] == "0.7B"}
 
 
 #: the paper's whole-model size of Sherry over I2_S at 0.7B (its table: 205.50 / 256.56 MB)
-PAPER_SIZE_RATIO = _PAPER_MB["sherry"] / _PAPER_MB["i2"]
+PAPER_SIZE_RATIO = PAPER_MB["sherry"] / PAPER_MB["i2"]
 
 
 #: the size claim's tolerance (its test: within 10% of the paper's ratio)
@@ -118,7 +119,7 @@ SIZE_SHARE_MIN = (1 - PAPER_SIZE_RATIO * (1 + SIZE_TOL)) / (1 - STREAM_RATIO)
 
 #: The same share in the paper's 0.7B files, from its table, if the rest is the same in both:
 #: (256.56 - 205.50) / (256.56 x 0.375).
-PAPER_SIZE_SHARE = (_PAPER_MB["i2"] - _PAPER_MB["sherry"]) / (_PAPER_MB["i2"] * (1 - STREAM_RATIO))
+PAPER_SIZE_SHARE = (PAPER_MB["i2"] - PAPER_MB["sherry"]) / (PAPER_MB["i2"] * (1 - STREAM_RATIO))
 
 
 #: The tolerance of matches_158 (perplexity within 5% of absmean ternary): the only accuracy test with a
@@ -159,7 +160,7 @@ CLAIMS = [
             kind="control"),
     C.Claim("size", "Sherry's whole model takes this share of the 2-bit (I2_S) model's bytes (measured on the files "
             "our packer wrote of the whole subject in 3:4: its QAT'd blocks as trained, every other block ternarized)",
-            f"{PAPER_SIZE_RATIO:.1%} (0.7B: {_PAPER_MB['sherry']:.2f} / {_PAPER_MB['i2']:.2f} MB)", "speed/size table",
+            f"{PAPER_SIZE_RATIO:.1%} (0.7B: {PAPER_MB['sherry']:.2f} / {PAPER_MB['i2']:.2f} MB)", "speed/size table",
             C.within(PAPER_SIZE_RATIO, SIZE_TOL), controls=("size_subject",)),
     C.Claim("speed_vs_tl2", "Sherry decodes faster than the 1.67-bit format (TL2)", "148.27 vs 116.83 tok/s (0.7B)",
             "speed table, i7-14700HX", C.predicate("ours > 1.0×", lambda v: v > 1.0, boundaries=(1.0,))),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from acl26 import claims as C
-from acl26.papers.sherry.spec import _PAPER_MB, CLAIMS, PAPER_SIZE_SHARE  # noqa: F401
+from acl26.papers.sherry.spec import CLAIMS, PAPER_MB, PAPER_SIZE_SHARE  # noqa: F401
 
 
 def _ratio_inputs(results: dict, a: str, b: str) -> dict | None:
@@ -139,7 +139,7 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
             ledger.record("size", whole,
                           shown=f"{whole:.1%} ({nb['sherry']:,} / {nb['i2']:,} bytes: files of the whole model in 3:4, "
                                 f"its QAT'd blocks from {mf['variant']}, bf16 embeddings); of the BF16 file {nb['sherry'] / nb['bf16']:.1%} "
-                                f"(paper {_PAPER_MB['sherry'] / _PAPER_MB['bf16']:.1%}); quantized layers alone "
+                                f"(paper {PAPER_MB['sherry'] / PAPER_MB['bf16']:.1%}); quantized layers alone "
                                 f"{lb['sherry'] / lb['i2']:.1%} of the 2-bit ones")
         else:
             ledger.untested("size", f"the files did not load back bit-exact ({n_bad} tensors differ), so their "
