@@ -76,8 +76,6 @@ class _Chapters(MutableMapping):
 
 
 CHAPTERS: MutableMapping[str, Chapter] = _Chapters()
-#: the old name, kept for readers of earlier notes
-PAPERS = CHAPTERS
 
 
 def canonical(chapter_id: str) -> str:

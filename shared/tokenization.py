@@ -182,9 +182,6 @@ REGISTRY: dict[str, TokenizerInfo] = {
     ]
 }
 
-#: the tokenizers the LoPT chapter covers by default (the issue's list); the others are extra coverage
-MAIN = ("llama3", "qwen3", "llama2", "gpt2", "smollm2", "mistral")
-
 
 def backend(tokenizer):
     """The ``tokenizers.Tokenizer`` behind ``tokenizer``: the package's one backend accessor.

@@ -24,5 +24,5 @@ def smoke_book(tmp_path_factory):
     from acl26 import registry, runner
 
     out = tmp_path_factory.mktemp("executed")
-    runs = {pid: runner.run(pid, "smoke", out_dir=out, progress=False) for pid in registry.PAPERS}
+    runs = {pid: runner.run(pid, "smoke", out_dir=out, progress=False) for pid in registry.CHAPTERS}
     return out, runs

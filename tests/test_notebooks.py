@@ -9,7 +9,7 @@ from acl26 import claims, registry
 pytestmark = [pytest.mark.notebook, pytest.mark.assets, pytest.mark.slow]
 
 
-@pytest.mark.parametrize("pid", list(registry.PAPERS))
+@pytest.mark.parametrize("pid", list(registry.CHAPTERS))
 def test_notebook_runs_and_records_every_claim(smoke_book, pid):
     out, runs = smoke_book
     res = runs[pid]

@@ -27,12 +27,6 @@ def _ratio(x, y):
     return x / y if x is not None and y not in (None, 0) else None
 
 
-def _paper_speed_ratio(model: str, a: str, b: str) -> float:
-    """The paper's decode-speed ratio of format ``a`` over ``b`` for its ``model`` row."""
-    tok = {(m, f): t for m, f, t, _ in _PAPER}
-    return tok[(model, a)] / tok[(model, b)]
-
-
 def paper_table() -> list[dict]:
     """The paper's speed and size table (tokens/s and MB on an i7-14700HX), one row per (model, format)."""
     return [dict(model=m, format=f, label=PAPER_LABELS[f], tok_s=t, mb=mb, nominal_bits=NOMINAL_BITS[f],
