@@ -1,9 +1,9 @@
 """acl26: the shared package behind the acl26-repro book.
 
-The book reproduces five ACL 2026 papers on efficient LLMs (model interpolation, Alloc-MoE, MTA,
-Sherry, LoPT). Each paper is one papermill-parameterised notebook in ``notebooks/`` that imports
-this package; the package holds everything a test must check: assets, parameters, the claims
-ledger, the notebook runner, and one module per paper. Numba kernels live in ``acl26.kernels``.
+The book reproduces ACL 2026 papers on efficient LLMs (listed by ``acl26 list``). Each paper is one
+papermill-parameterised notebook in ``notebooks/`` that imports this package; the package holds
+everything a test must check: assets, parameters, the claims ledger, the notebook runner, and one
+package per paper (``acl26.papers.<id>``). Numba kernels live in ``acl26.kernels``.
 """
 
 __version__ = "0.1.0"

@@ -242,8 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "replacing outputs acl26 did not write (all, or the papers named)")
     p.set_defaults(func=_cmd_book)
 
-    p = sub.add_parser("prepare", help="the chapters' one-time setup before their notebooks run (e.g. Sherry builds "
-                                       "llama.cpp's timing tools into the cache); acl26 book does it too")
+    p = sub.add_parser("prepare", help="the chapters' one-time setup before their notebooks run (e.g. a chapter builds "
+                                       "the timing tools it needs into the cache); acl26 book does it too")
     p.add_argument("papers", nargs="*", help="chapters (default: all that need it)")
     p.add_argument("--force", action="store_true", help="do it again even if done")
     p.set_defaults(func=_cmd_prepare)

@@ -2,7 +2,7 @@
 
 **A language-modelling corpus** over three real public-domain texts: the State of the Union
 addresses, Shakespeare's works and Moby Dick (:func:`load_corpus`). It feeds the small LMs the
-chapters train (the tiny Instruct/Thinking parent, the MTA student) and their perplexity.
+chapters train (e.g. a tiny Instruct/Thinking parent, a distilled student) and their perplexity.
 
 * *Split rule (fixed, by document).* Each source keeps its canonical order (State of the Union:
   chronological; Shakespeare: alphabetical by file name; Moby Dick: reading order). Within each

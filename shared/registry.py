@@ -3,7 +3,7 @@
 :data:`CHAPTERS` maps each chapter id to its :class:`~acl26.chapter.Chapter`, support pages first
 (the shared models), then the papers, each kind in its chapters' ``order``; the runner and
 ``acl26 book`` execute them in that order. A chapter's package is imported only when it is asked
-for: :func:`get` (``acl26 run lopt``) imports that one chapter, going over all of them (``acl26
+for: :func:`get` (``acl26 run <id>``) imports that one chapter, going over all of them (``acl26
 list``, ``acl26 book``) imports all. Papers of the book that have no chapter yet are listed in
 :data:`acl26.papers.PLANNED`.
 """
@@ -79,7 +79,7 @@ CHAPTERS: MutableMapping[str, Chapter] = _Chapters()
 
 
 def canonical(chapter_id: str) -> str:
-    """``chapter_id`` with dashes read as underscores (``alloc-moe`` -> ``alloc_moe``)."""
+    """``chapter_id`` with dashes read as underscores (``my-paper`` -> ``my_paper``)."""
     return chapter_id.replace("-", "_")
 
 

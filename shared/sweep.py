@@ -38,7 +38,7 @@ slot; ``GPU=N`` with ``--gpus N``), saying so on stderr, and gives up in one lin
 :data:`DASK_WAIT_S` (Dask) or :data:`SLURM_WAIT_S` (SLURM: a job may queue) seconds
 (``worker_timeout``, ``--worker-timeout``).
 
-What a chapter builds once (its ``prepare`` hook, e.g. Sherry's llama.cpp build, and the models its
+What a chapter builds once (its ``prepare`` hook, e.g. a build of the tools it times, and the models its
 first point trains, the shared ones among them) is built by one task that runs before the points fan
 out. Beyond that, :func:`acl26.training.train` holds a lock per model while it trains, so two points
 that need the same model, anywhere on a shared cache, never train it twice.

@@ -1,6 +1,6 @@
 """Real long texts for the book (State of the Union, Shakespeare, Moby Dick) and a generated hard set.
 
-Used by the LoPT chapter (long inputs at real scale) and by the shared LM corpus. All loaders read
+Used by the chapters that need long inputs at real scale and by the shared LM corpus. All loaders read
 the registry assets (see :mod:`acl26.assets`); nothing here touches the network once fetched.
 
 The hard set (:func:`hard_text`) is generated from a seed and stresses tokenizer boundaries: CJK
@@ -167,7 +167,7 @@ HOSTILE_PIECES = (
 
 
 def hostile_text(rng: random.Random, max_pieces: int = 120) -> str:
-    """A short random string of :data:`HOSTILE_PIECES` (the adversarial setting of the LoPT study)."""
+    """A short random string of :data:`HOSTILE_PIECES` (an adversarial setting for tokenizers)."""
     max_pieces = checks.integer("max_pieces", max_pieces, 0)
     return "".join(rng.choice(HOSTILE_PIECES) for _ in range(rng.randint(0, max_pieces)))
 

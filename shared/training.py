@@ -1,4 +1,4 @@
-"""One training loop for every model the book trains (shared by model interpolation, Alloc-MoE, MTA, Sherry).
+"""One training loop for every model the book trains (shared by every chapter that trains one).
 
 :func:`train` trains a ``transformers`` causal LM from its config on packed token blocks: AdamW,
 linear warm-up then cosine decay, gradient clipping, periodic validation, checkpoints, a progress

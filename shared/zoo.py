@@ -2,8 +2,8 @@
 
 Part of the shared core (not of any chapter), so that every chapter gets the same models through
 one call and no chapter imports another's study: :func:`corpus` (the split corpus under a small
-BPE trained on its train split) and :func:`trained` (the fine-grained MoE, Alloc-MoE's second
-subject). A dense LM trained here served Sherry's QAT until that chapter moved onto SmolLM2-135M's
+BPE trained on its train split) and :func:`trained` (the fine-grained MoE, a chapter's second
+subject). A dense LM trained here once served a chapter's QAT until it moved onto SmolLM2-135M's
 pretrained weights; no chapter needed it after that, so it is no longer trained. Each is trained once per
 configuration and then loaded from the cache by a hash of its whole configuration (see
 :mod:`acl26.training`). :data:`SPEC` holds their parameters and profiles; it is also the parameter

@@ -201,6 +201,38 @@ def test_the_shared_core_names_no_chapter():
     assert not bad, bad
 
 
+def _chapter_names() -> set[str]:
+    """What names a paper chapter: its id (also with dashes or spaces), its short name (the title before
+    a colon: ``Sherry``, ``Alloc-MoE``) and its arXiv id."""
+    names = set()
+    for c in registry.CHAPTERS.values():
+        if c.kind != "paper":
+            continue
+        names |= {c.id, c.id.replace("_", "-"), c.id.replace("_", " "), c.arxiv}
+        short = c.title.split(":")[0]
+        if ":" in c.title and len(short.split()) <= 2:
+            names.add(short)
+    return {n for n in names if n}
+
+
+def test_the_shared_core_text_names_no_chapter():
+    """No docstring, help text or other string of the core (shared/*.py, not shared/papers/) names a paper
+    chapter (issue 42, point 5): the core is written for any chapter; an example uses a placeholder."""
+    import ast
+    import re
+
+    core = Path(registry.__file__).parent
+    pattern = re.compile("|".join(rf"(?<![\w-]){re.escape(n)}(?![\w-])" for n in sorted(_chapter_names())),
+                         re.IGNORECASE)
+    bad = []
+    for path in sorted(core.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                text = re.sub(r"\s+", " ", node.value)  # a name wrapped over two lines
+                bad += [f"{path.name}:{node.lineno}: {m.group(0)!r}" for m in pattern.finditer(text)]
+    assert not bad, bad
+
+
 def test_a_chapter_is_imported_only_when_asked_for():
     import subprocess
     import sys
