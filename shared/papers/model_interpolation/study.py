@@ -531,10 +531,6 @@ def comparison_frame(results: dict):
     return pd.DataFrame(rows).set_index("method")
 
 
-# --------------------------------------------------------------------------------------------
-# verdicts
-
-
 def mean_interval(values, n_resamples: int) -> stats.Interval:
     """Mean over problems with a bootstrap interval (resampling problems)."""
     v = np.asarray(values, dtype=float)

@@ -71,10 +71,6 @@ def describe(result, kind: str, unigram: float) -> dict:
     return row
 
 
-# --------------------------------------------------------------------------------------------
-# the checks' verdicts
-
-
 def seed_rows(params: dict, sweep_blocks: torch.Tensor, unigram: float, *, progress: bool = True) -> list[dict]:
     """The shared MoE LM at ``seed`` and every ``extra_seeds`` (trained once each, then cached): its
     validation perplexity, its ratio to the unigram baseline, and its top-1 cost on ``sweep_blocks``.
@@ -126,5 +122,3 @@ def _overrides(params: dict) -> dict:
     from acl26 import zoo
 
     return {k: v for k, v in params.items() if k in zoo.SPEC.names}
-
-

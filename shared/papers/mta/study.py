@@ -247,9 +247,3 @@ def ablation_frame(results: dict):
 def _avg(results: dict, base: str, name: str, metric: str) -> np.ndarray:
     """Per held-out pair, ``metric`` averaged over the ablation seeds."""
     return np.mean([results["runs"][run_key(base, name, s)][metric] for s in results["ablation_seeds"]], axis=0)
-
-
-# --------------------------------------------------------------------------------------------
-# verdicts
-
-

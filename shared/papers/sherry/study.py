@@ -371,10 +371,6 @@ def decoded_shapes(result: dict | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-# --------------------------------------------------------------------------------------------
-# the verdicts
-
-
 def metrics(results: dict) -> dict:
     """The figures of a run worth keeping beside the verdicts (``ledger.save(metrics=...)``): JSON-ready."""
     keep = ("bits", "speed", "ptq", "subject", "qat_seeds", "trapping", "packed", "generations", "model_file",
