@@ -432,9 +432,9 @@ class Ledger:
             import json
 
             body = json.dumps({k: v for k, v in payload.items() if k != "evidence"}, indent=2,
-                              default=io._json_default)
+                              default=io.json_default)
             text = (body[:body.rindex("}")].rstrip() + ',\n  "evidence": '
-                    + json.dumps(payload["evidence"], separators=(",", ":"), default=io._json_default) + "\n}\n")
+                    + json.dumps(payload["evidence"], separators=(",", ":"), default=io.json_default) + "\n}\n")
             return io.write_text(result_path(self.paper, self.profile), text)
         return io.write_json(result_path(self.paper, self.profile), payload)
 

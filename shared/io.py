@@ -377,7 +377,7 @@ def write_text(path: str | os.PathLike, text: str, *, overwrite: bool = False) -
 
 
 def write_json(path: str | os.PathLike, obj: Any, *, overwrite: bool = False) -> Path:
-    return write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n",
+    return write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=json_default) + "\n",
                       overwrite=overwrite)
 
 
@@ -688,7 +688,7 @@ def atomic_dir(path: str | os.PathLike, *, overwrite: bool = False,
         os.close(fd)
 
 
-def _json_default(obj: Any) -> Any:
+def json_default(obj: Any) -> Any:
     # numpy scalars and arrays, Paths, sets: the usual suspects in results dictionaries
     if hasattr(obj, "tolist"):
         return obj.tolist()

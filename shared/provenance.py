@@ -138,7 +138,7 @@ def _json(value) -> str:
     import json
 
     try:
-        return json.dumps(json.loads(json.dumps(value, default=io._json_default)), sort_keys=True)
+        return json.dumps(json.loads(json.dumps(value, default=io.json_default)), sort_keys=True)
     except (TypeError, ValueError, RecursionError):  # a value no results file can hold
         return repr(type(value).__name__)
 

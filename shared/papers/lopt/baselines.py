@@ -12,8 +12,8 @@ import numpy as np
 
 from acl26 import checks
 from acl26.kernels import tokmerge
-from acl26.papers.lopt.method import (DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS, _piece_mode, _prepare, _run_jobs,
-                                      chunk_spans, default_workers, validate_settings)
+from acl26.papers.lopt.method import (DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS, chunk_spans, default_workers,
+                                      piece_mode, prepared_backend, run_jobs, validate_settings)
 
 def _encode_texts(bk, texts: list[str]) -> list[list[int]]:
     return [e.ids for e in bk.encode_batch(texts, add_special_tokens=False)]
@@ -22,7 +22,7 @@ def _encode_texts(bk, texts: list[str]) -> list[list[int]]:
 def encode_naive(tokenizer, text: str, *, chunk_chars: int = DEFAULT_CHUNK_CHARS) -> list[int]:
     """Split at every ``chunk_chars`` characters with no overlap; concatenate the chunk encodings."""
     chunk_chars = checks.integer("chunk_chars", chunk_chars, 1)
-    bk, _ = _prepare(tokenizer)
+    bk, _ = prepared_backend(tokenizer)
     cuts = list(range(0, len(text), chunk_chars)) + [len(text)]
     ids: list[int] = []
     for part in _encode_texts(bk, [text[a:b] for a, b in zip(cuts, cuts[1:])]):
@@ -40,11 +40,11 @@ def encode_overlap_ids(tokenizer, text: str, *, chunk_chars: int = DEFAULT_CHUNK
     it cuts both chunks at the nominal boundary. The settings are checked as :func:`encode` checks them.
     """
     validate_settings(chunk_chars, overlap_chars, min_run)
-    bk, _ = _prepare(tokenizer)
+    bk, _ = prepared_backend(tokenizer)
     n = len(text)
     if n < 2 * chunk_chars:
         return bk.encode(text, add_special_tokens=False).ids
-    trivial, hard = _piece_mode(bk)
+    trivial, hard = piece_mode(bk)
     bounds, h = chunk_spans(n, chunk_chars, overlap_chars)
     jobs = []
     for g in range(len(bounds) - 1):
@@ -52,7 +52,7 @@ def encode_overlap_ids(tokenizer, text: str, *, chunk_chars: int = DEFAULT_CHUNK
         head_until = bounds[g] + h if g > 0 else s
         tail_from = bounds[g + 1] - h if g + 1 < len(bounds) - 1 else e
         jobs.append((s, e, head_until, tail_from))
-    encs = _run_jobs(bk, text, jobs, default_workers(), "threads", trivial, hard, False)
+    encs = run_jobs(bk, text, jobs, default_workers(), "threads", trivial, hard, False)
     ids: list[int] = []
     begin = 0
     for g, enc in enumerate(encs):
@@ -84,7 +84,7 @@ def encode_delimiter(tokenizer, text: str, *, chunk_chars: int = DEFAULT_CHUNK_C
     starting the next chunk; encode the pieces independently and concatenate (the vLLM approach).
     """
     chunk_chars = checks.integer("chunk_chars", chunk_chars, 1)
-    bk, _ = _prepare(tokenizer)
+    bk, _ = prepared_backend(tokenizer)
     n = len(text)
     cuts = [0]
     for b in range(chunk_chars, n, chunk_chars):

@@ -19,7 +19,7 @@ import numpy as np
 from acl26 import checks, stats, texts, timing, tokenization
 from acl26.papers.lopt import method as lopt
 from acl26.papers.lopt import spec
-from acl26.papers.lopt.study import _text_of_length
+from acl26.papers.lopt.study import text_of_length
 
 DEFAULT_WORKERS = 2
 
@@ -38,7 +38,7 @@ def benchmarks(quick: bool = False, workers: int | None = None) -> dict:
     n = 1_000_000 if quick else 10_000_000
     repeats = 2 if quick else 5
     base = texts.load("sotu")
-    text = _text_of_length(base, n)
+    text = text_of_length(base, n)
     rows, goals = [], []
     for tname in (["llama3"] if quick else ["llama3", "llama2"]):
         tok = tokenization.load(tname)

@@ -92,7 +92,7 @@ class Stats:
 backend = tokenization.backend  # the one tokenizer-backend accessor of the package
 
 
-def _prepare(tokenizer):
+def prepared_backend(tokenizer):
     """Return the backend configured exactly as ``tokenizer.encode`` would use it, and a note.
 
     transformers' ``encode`` switches truncation and padding off and sets
@@ -337,20 +337,20 @@ def _guard(bk, overlap: int) -> _AddedTokenGuard:
 _SPLIT_PROBE = "Hello world, 123 foo\nbar. Über-naïve\tx"
 
 
-def _pre_tokenizer_splits(bk) -> bool:
+def pre_tokenizer_splits(bk) -> bool:
     """Whether the pre-tokenizer cuts text into pieces (Metaspace with split=False, say, does not)."""
     if bk.pre_tokenizer is None:
         return False
     return len(bk.pre_tokenizer.pre_tokenize_str(_SPLIT_PROBE)) > 1
 
 
-def _piece_mode(bk) -> tuple[bool, "_HardBoundaries | None"]:
+def piece_mode(bk) -> tuple[bool, "_HardBoundaries | None"]:
     """How PIECE flags are derived: from pre-tokenizer word ids, or from hard vocabulary boundaries.
 
     Returns ``(trivial, hard)``: ``trivial`` is True when the pre-tokenizer does not split (every
     token has word id 0), and ``hard`` then gives the exact junctions of a BPE model (or is None).
     """
-    if _pre_tokenizer_splits(bk):
+    if pre_tokenizer_splits(bk):
         return False, None
     model = type(bk.model).__name__
     if model == "BPE":
@@ -394,7 +394,7 @@ def _worker_init(tokenizer_json: str, encode_special_tokens: bool):
     bk = Tokenizer.from_str(tokenizer_json)
     bk.encode_special_tokens = encode_special_tokens
     _WORKER["bk"] = bk
-    _WORKER["mode"] = _piece_mode(bk)
+    _WORKER["mode"] = piece_mode(bk)
 
 
 def _worker_encode(job):
@@ -538,7 +538,7 @@ def encode(tokenizer, text: str, *, add_special_tokens: bool = False, workers: i
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     validate_settings(chunk_chars, overlap_chars, min_run, max_retries, rule, workers, executor)
     workers = default_workers() if workers is None else int(workers)
-    bk, note = _prepare(tokenizer)
+    bk, note = prepared_backend(tokenizer)
     stats = Stats(n_chars=len(text), workers=workers, executor=executor, chunk_chars=chunk_chars,
                   overlap_chars=overlap_chars, rule=rule)
     affixes = _special_affixes(bk, add_special_tokens)
@@ -550,7 +550,7 @@ def encode(tokenizer, text: str, *, add_special_tokens: bool = False, workers: i
         return _sequential(bk, text, add_special_tokens, stats, t0, return_offsets, return_stats)
     prefix, suffix = affixes
 
-    trivial, hard = _piece_mode(bk)
+    trivial, hard = piece_mode(bk)
     if rule == "piece" and trivial and hard is None:
         stats.reason = "no provable piece boundary: the pre-tokenizer does not split and the model is not BPE"
         return _sequential(bk, text, add_special_tokens, stats, t0, return_offsets, return_stats)
@@ -575,7 +575,7 @@ def encode(tokenizer, text: str, *, add_special_tokens: bool = False, workers: i
             head_until = bounds[g0] + h if g0 > 0 else s
             tail_from = bounds[g1] - h if g1 < len(bounds) - 1 else e
             jobs.append((s, e, head_until, tail_from))
-        for g, enc in zip(todo, _run_jobs(bk, text, jobs, workers, executor, trivial, hard, return_offsets)):
+        for g, enc in zip(todo, run_jobs(bk, text, jobs, workers, executor, trivial, hard, return_offsets)):
             cache[g] = enc
             stats.time_backend += enc.t_backend
             stats.time_python += enc.t_python
@@ -660,7 +660,9 @@ def _affix_offsets(parts, prefix, suffix, n):
     return arr
 
 
-def _run_jobs(bk, text, jobs, workers, executor, trivial, hard, want_offsets):
+def run_jobs(bk, text, jobs, workers, executor, trivial, hard, want_offsets):
+    """Encode each job (a chunk span of ``text``) on ``workers`` threads or processes (``executor``): one
+    encoded chunk per job, in order; ``trivial`` and ``hard`` are :func:`piece_mode`'s answer for ``bk``."""
     # one worker still runs off the main thread, so 1 vs. w workers differ only in the thread count
     if len(jobs) == 1:
         return [_encode_chunk_local(bk, text, s, e, hu, tf, trivial, hard, want_offsets) for s, e, hu, tf in jobs]

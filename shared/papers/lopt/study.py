@@ -59,7 +59,7 @@ def pretokenized(tok) -> bool:
     """Whether the tokenizer's pre-tokenizer cuts text into pieces (the regex-BPE tokenizers: GPT-2, LLaMA-3,
     Qwen3, SmolLM2), as opposed to SentencePiece-style ones that encode the whole text as one piece and mark
     its start with "▁" (LLaMA-2, Mistral)."""
-    return lopt._pre_tokenizer_splits(lopt.backend(tok))
+    return lopt.pre_tokenizer_splits(lopt.backend(tok))
 
 
 def longest_piece(tok, text: str) -> int:
@@ -75,7 +75,7 @@ def longest_piece(tok, text: str) -> int:
     if not text:
         return 0
     bk = lopt.backend(tok)
-    if not lopt._pre_tokenizer_splits(bk):
+    if not lopt.pre_tokenizer_splits(bk):
         return len(text)
     norm = bk.normalizer.normalize_str(text) if bk.normalizer is not None else text
     longest = max((e - s for _, (s, e) in bk.pre_tokenizer.pre_tokenize_str(norm)), default=0)
@@ -254,10 +254,10 @@ def _speed_job(job: tuple, settings: tuple) -> list[dict]:
     tname, n, rep = job
     workers, chunk_chars, overlap_chars, text_name = settings
     tok = tokenization.load(tname)
-    text = _text_of_length(texts.load(text_name), n)
+    text = text_of_length(texts.load(text_name), n)
     for w in workers:  # load the merge kernel and start each thread pool outside the timings
         if (tname, w) not in _WARM:
-            lopt.encode(tok, _text_of_length(text, 4 * chunk_chars), workers=w, chunk_chars=chunk_chars,
+            lopt.encode(tok, text_of_length(text, 4 * chunk_chars), workers=w, chunk_chars=chunk_chars,
                         overlap_chars=overlap_chars)
             _WARM.add((tname, w))
     bk = tokenization.backend(tok)
@@ -296,7 +296,8 @@ def _speed_job(job: tuple, settings: tuple) -> list[dict]:
     return rows
 
 
-def _text_of_length(base: str, n: int) -> str:
+def text_of_length(base: str, n: int) -> str:
+    """``base`` cut or repeated to exactly ``n`` characters."""
     if n <= len(base):
         return base[:n]
     reps = -(-n // len(base))

@@ -231,10 +231,10 @@ def ablation_frame(results: dict):
 
     ab = results["ablation_base"]
     rows = []
-    full = _avg(results, ab, "MTA", "rouge")
+    full = avg(results, ab, "MTA", "rouge")
     for name in ["base", "MTA"] + list(ABLATIONS):
-        r = _avg(results, ab, name, "rouge")
-        nll = _avg(results, ab, name, "nll")
+        r = avg(results, ab, name, "rouge")
+        nll = avg(results, ab, name, "nll")
         iv = stats.paired_bootstrap(r, full, "mean_diff", n_resamples=int(results["n_resamples"]), unit="pairs") \
             if name != "MTA" else None
         paper = PAPER_ABLATIONS.get("full MTA" if name == "MTA" else name)
@@ -244,6 +244,6 @@ def ablation_frame(results: dict):
     return pd.DataFrame(rows).set_index("condition")
 
 
-def _avg(results: dict, base: str, name: str, metric: str) -> np.ndarray:
+def avg(results: dict, base: str, name: str, metric: str) -> np.ndarray:
     """Per held-out pair, ``metric`` averaged over the ablation seeds."""
     return np.mean([results["runs"][run_key(base, name, s)][metric] for s in results["ablation_seeds"]], axis=0)

@@ -11,7 +11,7 @@ from acl26 import claims as C
 from acl26 import stats
 from acl26.papers.mta import losses as L
 from acl26.papers.mta.spec import CLAIMS, ablation_needs, kl_needs, paper_abs_gain, paper_gap, paper_rel_gain
-from acl26.papers.mta.study import _avg, ablation_frame, run_key
+from acl26.papers.mta.study import ablation_frame, avg, run_key
 
 
 def _verdict_at(ledger: C.Ledger, e: C.Entry, needs: float) -> str:
@@ -129,11 +129,11 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
     ab = results["ablation_base"]
 
     def diff(a: str, b: str) -> stats.Interval:
-        return stats.paired_bootstrap(_avg(results, ab, a, "rouge"), _avg(results, ab, b, "rouge"), "mean_diff",
+        return stats.paired_bootstrap(avg(results, ab, a, "rouge"), avg(results, ab, b, "rouge"), "mean_diff",
                                       n_resamples=nr, unit="held-out pairs")
 
     where = f"{L.BASE_NAMES[ab]} base, per-pair ROUGE-L averaged over {len(results['ablation_seeds'])} seed(s)"
-    full = float(np.mean(_avg(results, ab, "MTA", "rouge")))  # our full MTA's ROUGE-L: the scale of what each must resolve
+    full = float(np.mean(avg(results, ab, "MTA", "rouge")))  # our full MTA's ROUGE-L: the scale of what each must resolve
     iv = diff("+DSA only", "+Hid only")
     test = next(c for c in CLAIMS if c.id == "dsa_over_hid").test
     # a decisive interval stands however wide (acl26.claims); one that does not hold names the setup's part

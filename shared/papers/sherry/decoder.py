@@ -178,7 +178,7 @@ def model_bytes(shape: str | Shape, fmt: str) -> dict[str, int]:
     table and head, float32 for fp32 and bf16 otherwise), ``norms`` (float32) and ``total``.
     """
     s = get_shape(shape, "shape")
-    _check_format(fmt, "fmt")
+    check_format(fmt, "fmt")
     streams = linear = 0
     for _, (n_out, n_in) in s.linears():
         if fmt in PACKED:
@@ -217,7 +217,7 @@ def skip_reason(shape: str | Shape, fmt: str, *, max_gb: float = 10.0, available
     memory (``available`` bytes; by default MemAvailable now).
     """
     s = get_shape(shape, "shape")
-    _check_format(fmt, "fmt")
+    check_format(fmt, "fmt")
     checks.number("max_gb", max_gb, 0.0, lo_open=True)
     checks.probability("ram_share", ram_share, lo_open=True)
     if available is not None:
@@ -623,7 +623,7 @@ def _rebind(blk: Block, fmt: str, names, k: int, li: int, dense, codes, signs, s
 # random models
 
 
-def _check_format(fmt: str, argument: str) -> None:
+def check_format(fmt: str, argument: str) -> None:
     if not isinstance(fmt, str) or fmt not in FORMATS:  # a list (unhashable) is refused, not a TypeError
         raise ValueError(f"{argument}: unknown format {fmt!r}; known: {list(FORMATS)}")
 
@@ -671,7 +671,7 @@ def _torch_uniform(shape: tuple[int, int], bound: float, dtype: torch.dtype, gen
 def random_embedding(shape: str | Shape, fmt: str, *, seed: int = 0) -> Embedding:
     """The embedding table (and head) of a ``fmt`` model: float32 for fp32, bf16 for the others."""
     s = get_shape(shape, "shape")
-    _check_format(fmt, "fmt")
+    check_format(fmt, "fmt")
     seed = checks.seed("seed", seed)
     dtype = torch.float32 if fmt == "fp32" else torch.bfloat16
     gen = torch.Generator().manual_seed(seed * 1000 + 7)
@@ -692,7 +692,7 @@ def build_model(shape: str | Shape, fmt: str, *, seed: int = 0, embedding: Embed
     from tqdm import tqdm
 
     s = get_shape(shape, "shape")
-    _check_format(fmt, "fmt")
+    check_format(fmt, "fmt")
     seed = checks.seed("seed", seed)
     if embedding is None:
         embedding = random_embedding(s, fmt, seed=seed)

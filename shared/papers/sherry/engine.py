@@ -494,7 +494,7 @@ class Engine:
         ``LayerNorm`` for an RMSNorm, ...), an attention scale other than ``head_dim ** -0.5``, a hook, or
         attention dropout in training mode; naming the tensor for a weight holding NaN or inf. The vocabulary
         is the embedding table's rows (the width of transformers' logits)."""
-        D._check_format(fmt, "fmt")
+        D.check_format(fmt, "fmt")
         if act8 is not False and not (act8 is True and fmt in D.PACKED):
             raise ValueError(f"act8 must be False, or True with a packed fmt {D.PACKED}; got act8={act8!r}, fmt={fmt!r}")
         if not isinstance(name, str):

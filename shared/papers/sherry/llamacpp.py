@@ -214,7 +214,7 @@ TQ_BLOCK = 256
 _GGUF_VERSION = 1  # bump when the written files change
 
 
-def _check_peer(key: str, argument: str = "peers") -> str:
+def check_peer(key: str, argument: str = "peers") -> str:
     if key not in PEERS:
         raise ValueError(f"{argument}: unknown llama.cpp peer {key!r}; known: {sorted(PEERS)}")
     return key
@@ -227,7 +227,7 @@ def peer_skip_reason(shape, key: str, *, max_gb: float = 10.0) -> str | None:
     from acl26.papers.sherry.decoder import get_shape
 
     s = get_shape(shape, "shape")
-    _check_peer(key, "key")
+    check_peer(key, "key")
     checks.number("max_gb", max_gb, 0.0, lo_open=True)
     bad = [f"{what} {n}" for what, n in (("hidden", s.hidden), ("MLP width", s.intermediate)) if n % TQ_BLOCK]
     if PEERS[key][1] is not None and bad:
@@ -348,7 +348,7 @@ def gguf_dir(shape, seed: int = 0) -> Path:
 
 def gguf_model(shape, key: str, *, seed: int = 0, progress: bool = False) -> Path:
     """The GGUF file of peer ``key`` at ``shape``: written (f16) and quantized once, then from the cache."""
-    _check_peer(key, "key")
+    check_peer(key, "key")
     require()
     folder = gguf_dir(shape, seed)
     folder.mkdir(parents=True, exist_ok=True)

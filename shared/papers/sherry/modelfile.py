@@ -133,7 +133,7 @@ def _tensors(model, weights: str) -> tuple[dict, dict, dict]:
     out, quantized = {}, {}
     for name, m in layers.items():
         if weights == "bf16":
-            qat._check_finite(m.weight, f"{name}.weight")
+            qat.check_finite(m.weight, f"{name}.weight")
             mode = getattr(m, "mode", "fp")
             out[f"{name}.weight"] = m.weight.detach().to(REST_DTYPE).contiguous()
         else:

@@ -22,7 +22,7 @@ PAPER_LABELS = {"bf16": "BF16", "i2": "I2_S", "tl2": "TL2", "sherry": "Sherry"}
 NOMINAL_BITS = {"fp32": 32.0, "bf16": 16.0, "i2": 2.0, "tl2": 5 / 3, "sherry": 1.25}
 
 
-def _ratio(x, y):
+def ratio_or_none(x, y):
     """x / y, or None when either is missing (a skipped format) or y is 0."""
     return x / y if x is not None and y not in (None, 0) else None
 
@@ -55,13 +55,13 @@ def compare(rows: list[dict], paper: list[dict] | None = None) -> list[dict]:
             ok = ra is not None and rb is not None
             out.append(dict(
                 shape=shape, paper_row=prow, comparison=f"{PAPER_LABELS[a]} vs {PAPER_LABELS[b]}",
-                paper_speed_ratio=_ratio(pa["tok_s"], pb["tok_s"]) if pa and pb else None,
-                ours_speed_ratio=_ratio(ra["decode_tok_s"], rb["decode_tok_s"]) if ok else None,
-                ours_prefill_ratio=_ratio(ra["prefill_tok_s"], rb["prefill_tok_s"]) if ok else None,
-                ours_blocks_speed_ratio=_ratio(rb["blocks_ms"], ra["blocks_ms"]) if ok else None,
-                paper_size_ratio=_ratio(pa["mb"], pb["mb"]) if pa and pb else None,
-                ours_size_ratio=_ratio(ra["total_mb"], rb["total_mb"]) if ok else None,
-                ours_weight_size_ratio=_ratio(ra["weight_mb"], rb["weight_mb"]) if ok else None))
+                paper_speed_ratio=ratio_or_none(pa["tok_s"], pb["tok_s"]) if pa and pb else None,
+                ours_speed_ratio=ratio_or_none(ra["decode_tok_s"], rb["decode_tok_s"]) if ok else None,
+                ours_prefill_ratio=ratio_or_none(ra["prefill_tok_s"], rb["prefill_tok_s"]) if ok else None,
+                ours_blocks_speed_ratio=ratio_or_none(rb["blocks_ms"], ra["blocks_ms"]) if ok else None,
+                paper_size_ratio=ratio_or_none(pa["mb"], pb["mb"]) if pa and pb else None,
+                ours_size_ratio=ratio_or_none(ra["total_mb"], rb["total_mb"]) if ok else None,
+                ours_weight_size_ratio=ratio_or_none(ra["weight_mb"], rb["weight_mb"]) if ok else None))
     return out
 
 

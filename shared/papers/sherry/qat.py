@@ -39,7 +39,7 @@ MODES = ("fp", "absmean", "absmean_row", "sparse34")
 ROW_SCALED = ("absmean_row", "sparse34")
 
 
-def _check_finite(w: torch.Tensor, name: str = "w") -> None:
+def check_finite(w: torch.Tensor, name: str = "w") -> None:
     """Refuse NaN and ±inf in the weight ``w`` (one reduction)."""
     if not bool(torch.isfinite(w.detach()).all()):
         raise ValueError(f"{name} must be finite (no NaN or inf)")
@@ -54,7 +54,7 @@ def sparse34(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     out_f, in_f = w.shape
     if in_f % 4:
         raise ValueError(f"3:4 sparsity needs in_features divisible by 4, got {in_f}")
-    _check_finite(w)
+    check_finite(w)
     g = w.detach().reshape(out_f, in_f // 4, 4)
     a = g.abs()
     keep = torch.ones_like(g).scatter_(-1, a.argmin(-1, keepdim=True), 0.0)
@@ -68,7 +68,7 @@ def absmean(w: torch.Tensor, per_row: bool = False) -> tuple[torch.Tensor, torch
     scalar, or with ``per_row`` one per output row, shape ``(out,)`` (the mean over that row).
 
     NaN or inf in ``w`` raises."""
-    _check_finite(w)
+    check_finite(w)
     a = w.detach().abs()
     if per_row:
         g = a.mean(dim=1).clamp_min(1e-5)
@@ -298,7 +298,7 @@ def to_packed(model):
     for name, m in quantized_layers(model):
         if not (isinstance(m, QuantLinear) and m.mode == "sparse34"):
             raise ValueError(f"{name}: only 3:4 QuantLinear layers can be packed, got {type(m).__name__}")
-        _check_finite(m.weight, f"{name}.weight")
+        check_finite(m.weight, f"{name}.weight")
         t, s = sparse34(m.weight)
         parent_name, _, child = name.rpartition(".")
         setattr(model.get_submodule(parent_name), child, PackedLinear(t, s, m.bias))

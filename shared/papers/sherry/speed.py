@@ -27,7 +27,7 @@ from acl26.papers.sherry.decoder import (FORMATS, FUSED, LABELS, MB, PACKED, Emb
                                          available_bytes, get_shape, model_bytes, random_embedding,
                                          skip_reason)
 from acl26.papers.sherry.engine import Engine
-from acl26.papers.sherry.paper import _ratio
+from acl26.papers.sherry.paper import ratio_or_none
 
 # --------------------------------------------------------------------------------------------
 # timing
@@ -186,7 +186,7 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
     from acl26.papers.sherry import llamacpp
 
     for k in peers:
-        llamacpp._check_peer(k, "peers")
+        llamacpp.check_peer(k, "peers")
     if len(set(peers)) != len(peers):
         raise ValueError(f"peers must not repeat a peer, got {list(peers)}")
     checks.number("max_gb", max_gb, 0.0, lo_open=True)
@@ -487,7 +487,7 @@ def benchmarks(quick: bool = False) -> dict:
                    median_s=1 / r["decode_tok_s"] if r["decode_tok_s"] else None,
                    min_s=1 / max(r["decode_runs"]) if r["decode_runs"] else None,
                    max_s=1 / min(r["decode_runs"]) if r["decode_runs"] else None, tok_s=r["decode_tok_s"],
-                   ratio=_ratio(r["decode_tok_s"], t[(r["shape"], "bf16")]["decode_tok_s"]),
+                   ratio=ratio_or_none(r["decode_tok_s"], t[(r["shape"], "bf16")]["decode_tok_s"]),
                    bytes_per_token=r["bytes_per_token"], limit_share=r["limit_share"], head_ms=r["head_ms"],
                    blocks_ms=r["blocks_ms"])
         if r["status"] != "ok":
