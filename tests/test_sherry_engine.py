@@ -101,7 +101,7 @@ def test_a_qat_model_keeps_its_quantizer_and_only_the_chosen_blocks_are_packed()
     eng = Engine.from_transformers(model, "sherry", blocks=[1])
     assert eng.packed_blocks == [1]
     kinds = [{type(lin).__name__ for lin in b.linears.values()} for b in eng.model.blocks]
-    assert kinds == [{"TorchLinear"}, {"PackedLinear"}, {"TorchLinear"}]
+    assert kinds == [{"TorchLinear"}, {"PackedWeights"}, {"TorchLinear"}]
     q = model.model.layers[1].mlp.up_proj
     np.testing.assert_allclose(eng.model.blocks[1].linears["up"].dense(),
                                qat.quantize(q.weight.detach(), "sparse34").numpy(), rtol=1e-6, atol=0)
@@ -110,7 +110,7 @@ def test_a_qat_model_keeps_its_quantizer_and_only_the_chosen_blocks_are_packed()
 
 
 def test_a_packed_qat_model_is_decoded_from_its_own_streams():
-    """One packed-layer type: qat.to_packed's layers are decoder PackedLinears, used as they are."""
+    """One packed-layer type: qat.to_packed's layers are decoder PackedWeights, used as they are."""
     from acl26.papers.sherry import decoder
 
     model = tiny_llama(layers=2)
@@ -119,7 +119,7 @@ def test_a_packed_qat_model_is_decoded_from_its_own_streams():
         ref = model(torch.tensor([[3, 1, 4, 1, 5]])).logits[0, -1].numpy()
     qat.to_packed(model)
     layer = model.model.layers[1].mlp.down_proj
-    assert isinstance(layer, qat.PackedLinear) and isinstance(layer, decoder.PackedLinear)
+    assert isinstance(layer, qat.PackedLinear) and isinstance(layer, decoder.PackedWeights)
     eng = Engine.from_transformers(model, "sherry")
     assert eng.model.blocks[1].linears["down"].packed.codes.base is not None  # fused: a view of the stack
     np.testing.assert_array_equal(eng.model.blocks[1].linears["down"].dense(), layer.dense())

@@ -263,10 +263,10 @@ class TorchLinear:
         return self.weight.float().numpy()
 
 
-class PackedLinear:
-    """``y = scale * (T x)`` through :mod:`acl26.kernels.ternary`'s lookup-table GEMV / GEMM (numpy in and
-    out). :class:`acl26.papers.sherry.qat.PackedLinear`, the torch module of QAT deployment, is one of
-    these too."""
+class PackedWeights:
+    """A packed ternary weight ``T`` (in ``fmt``) and its per-row ``scale``, run as ``y = scale * (T x)``
+    through :mod:`acl26.kernels.ternary`'s lookup-table GEMV / GEMM (numpy in and out).
+    :class:`acl26.papers.sherry.qat.PackedLinear`, the torch module of QAT deployment, is one of these too."""
 
     def __init__(self, fmt: str, packed: tn.Packed, scale: np.ndarray):
         self.fmt, self.packed, self.scale = fmt, packed, scale
@@ -322,7 +322,7 @@ class Embedding:
 class Block:
     attn_norm: np.ndarray
     mlp_norm: np.ndarray
-    linears: dict  # name -> TorchLinear | PackedLinear, in Shape.linears() order
+    linears: dict  # name -> TorchLinear | PackedWeights, in Shape.linears() order
 
 
 @dataclass
@@ -571,7 +571,7 @@ def fused_weights(model: Model, *, rebind: bool = False, head: str = "bf16", act
             if fmt == "bf16" and not (isinstance(lin, TorchLinear) and lin.weight.dtype == torch.bfloat16):
                 raise ValueError(f"model: every projection must be a bf16 weight to be fused, got "
                                  f"{getattr(lin, 'fmt', None) or getattr(getattr(lin, 'weight', None), 'dtype', '')}")
-            if fmt != "bf16" and not (isinstance(lin, PackedLinear) and lin.fmt == fmt):
+            if fmt != "bf16" and not (isinstance(lin, PackedWeights) and lin.fmt == fmt):
                 raise ValueError(f"model: every projection must be packed in {fmt} to be fused, got "
                                  f"{getattr(lin, 'fmt', None) or type(lin).__name__}")
     shapes = dict(s.linears())
@@ -616,7 +616,7 @@ def _rebind(blk: Block, fmt: str, names, k: int, li: int, dense, codes, signs, s
         for n, r0, r1 in zip(names, starts[:-1], starts[1:]):
             b0, b1 = r0 // tn.BLOCK_ROWS, -(-r1 // tn.BLOCK_ROWS)
             packed = tn.Packed(fmt, blk.linears[n].packed.shape, codes[k][li][b0:b1], signs[k][li][b0:b1])
-            blk.linears[n] = PackedLinear(fmt, packed, scales[k][li][r0:r1])
+            blk.linears[n] = PackedWeights(fmt, packed, scales[k][li][r0:r1])
 
 
 # --------------------------------------------------------------------------------------------
@@ -712,7 +712,7 @@ def build_model(shape: str | Shape, fmt: str, *, seed: int = 0, embedding: Embed
             if fmt in PACKED:
                 T = random_ternary(fmt, (n_out, n_in), rng)
                 scale = (rng.uniform(0.5, 1.5, n_out) / math.sqrt(density * n_in)).astype(np.float32)
-                lins[name] = PackedLinear(fmt, getattr(tn, f"pack_{fmt}")(T), scale)
+                lins[name] = PackedWeights(fmt, getattr(tn, f"pack_{fmt}")(T), scale)
                 del T
             else:
                 lins[name] = TorchLinear(_torch_uniform((n_out, n_in), math.sqrt(3.0 / n_in), want, gen))

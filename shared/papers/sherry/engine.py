@@ -88,7 +88,7 @@ _PROJ = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_pro
 
 def _dense_weight(layer) -> torch.Tensor:
     """A layer's float weight: a ``Linear``'s own, a packed layer's dequantized (``scale * T``)."""
-    if isinstance(layer, D.PackedLinear):
+    if isinstance(layer, D.PackedWeights):
         return torch.from_numpy(np.ascontiguousarray(layer.dense()))
     return layer.weight.detach()
 
@@ -281,13 +281,13 @@ def _projection(lin, name: str, shape: tuple[int, int]) -> None:
     _exact(lin, name, (torch.nn.Linear, qat.QuantLinear, qat.PackedLinear), _LINEARS)
     if getattr(lin, "bias", None) is not None:
         raise ValueError(f"model: {name} has a bias; the decoder has none")
-    got = tuple(lin.dense_shape) if isinstance(lin, D.PackedLinear) else tuple(lin.weight.shape)
+    got = tuple(lin.dense_shape) if isinstance(lin, D.PackedWeights) else tuple(lin.weight.shape)
     if got != shape:
         raise ValueError(f"model: {name} is {got[0]} x {got[1]}, not the config's {shape[0]} x {shape[1]}")
     if type(lin) is qat.QuantLinear and lin.mode != "fp" and float(lin.lam) != 0:
         raise ValueError(f"model: {name} is a QuantLinear with the Arenas residual lam={lin.lam!r} (its forward adds "
                          f"lam * W to the ternary weight); the engine computes the ternary weight alone (lam 0)")
-    if isinstance(lin, D.PackedLinear):
+    if isinstance(lin, D.PackedWeights):
         _finite(f"{name}.scale", lin.scale)
     else:
         _finite(f"{name}.weight", lin.weight.detach())
@@ -517,11 +517,11 @@ class Engine:
             lins = {}
             for short, path in _PROJ.items():
                 lin = layer.get_submodule(path)
-                if i in packed and fmt in D.PACKED and isinstance(lin, D.PackedLinear) and lin.fmt == fmt:
-                    lins[short] = D.PackedLinear(fmt, lin.packed, lin.scale)  # already packed: its own streams
+                if i in packed and fmt in D.PACKED and isinstance(lin, D.PackedWeights) and lin.fmt == fmt:
+                    lins[short] = D.PackedWeights(fmt, lin.packed, lin.scale)  # already packed: its own streams
                 elif i in packed and fmt in D.PACKED:
                     T, s = ternary_of(lin, fmt)
-                    lins[short] = D.PackedLinear(fmt, getattr(tn, f"pack_{fmt}")(T), s)
+                    lins[short] = D.PackedWeights(fmt, getattr(tn, f"pack_{fmt}")(T), s)
                 else:
                     w = _dense_weight(lin)
                     if isinstance(lin, qat.QuantLinear) and lin.mode != "fp":

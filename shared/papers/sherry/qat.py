@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from acl26 import checks, training
-from acl26.papers.sherry.decoder import PackedLinear as PackedWeights
+from acl26.papers.sherry.decoder import PackedWeights
 
 MODES = ("fp", "absmean", "absmean_row", "sparse34")
 #: the ternary modes whose scale is one per output row (the others: one per tensor)
@@ -261,7 +261,7 @@ class PackedLinear(nn.Module, PackedWeights):
     (:meth:`from_packed`: any packed format of :mod:`acl26.kernels.ternary`, run with its own ``gemm``).
 
     The one packed-layer type of the chapter: a torch module for QAT deployment and the model files,
-    and a :class:`acl26.papers.sherry.decoder.PackedLinear` (its ``fmt``, ``packed``, ``scale``,
+    and a :class:`acl26.papers.sherry.decoder.PackedWeights` (its ``fmt``, ``packed``, ``scale``,
     ``gemv``/``gemm``, ``dense``), so :meth:`acl26.papers.sherry.engine.Engine.from_transformers`
     decodes a model of these layers from their own streams."""
 
