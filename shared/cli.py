@@ -306,10 +306,21 @@ class _Stop:
     """The signal handler: the first signal raises KeyboardInterrupt (SIGTERM from ``kill`` or a CI
     timeout, and SIGHUP, unwind like Ctrl-C, so runs remove their staging folders); a second one
     while that unwinding runs ends the process at once, the signal's default action (Ctrl-C twice
-    forces the stop)."""
+    forces the stop).
+
+    A first signal that arrives while another package's module is being imported is held until that
+    import is done (:func:`_in_foreign_import`): an exception raised there can unwind through a C++
+    extension's initialisation, and pybind11 (torch) then aborts the whole process (status -6, a C++
+    message instead of one line). A SIGALRM poll delivers it as soon as the import returns;
+    :func:`main` delivers it too if the command ends first."""
+
+    #: seconds between polls while a signal is held
+    POLL = 0.05
 
     def __init__(self):
         self.fired = False
+        self.held: int | None = None  # a first signal held until the import it arrived in is done
+        self.old_alarm = None  # SIGALRM's handler before the poll took it (None: not taken)
 
     def __call__(self, signum, frame):
         import signal
@@ -319,7 +330,68 @@ class _Stop:
             signal.raise_signal(signum)
             return
         self.fired = True
+        if _in_foreign_import(frame) and self._poll():
+            self.held = signum
+            return
         raise KeyboardInterrupt(f"terminated by signal {signum}")
+
+    def _poll(self) -> bool:
+        """Arm the SIGALRM poll; False where it cannot be armed (no setitimer, SIGALRM in use)."""
+        import signal
+
+        if not hasattr(signal, "setitimer"):
+            return False
+        try:
+            if self.old_alarm is None:
+                current = signal.getsignal(signal.SIGALRM)
+                if current not in (signal.SIG_DFL, None) and current != self._alarm:
+                    return False  # somebody else's alarm: leave it alone
+                self.old_alarm = signal.signal(signal.SIGALRM, self._alarm)
+            signal.setitimer(signal.ITIMER_REAL, self.POLL)
+        except (ValueError, OSError):
+            return False
+        return True
+
+    def _alarm(self, signum, frame):
+        if self.held is None:
+            return
+        if _in_foreign_import(frame) and self._poll():
+            return
+        self.deliver()
+
+    def deliver(self) -> None:
+        """Raise the held signal's KeyboardInterrupt (nothing if none is held)."""
+        if self.held is not None:
+            held, self.held = self.held, None
+            raise KeyboardInterrupt(f"terminated by signal {held}")
+
+    def restore(self) -> None:
+        """Stop the poll and give SIGALRM its handler back."""
+        import signal
+
+        if self.old_alarm is not None:
+            try:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, self.old_alarm)
+            except (ValueError, OSError):
+                pass
+            self.old_alarm = None
+
+
+def _in_foreign_import(frame) -> bool:
+    """The interrupted code runs inside an import (importlib's frames are on the stack), and the module
+    whose top-level code is innermost is not acl26's own: another package's initialisation, which may
+    have been entered from a C++ extension. acl26's own imports (numba compiling at import time, say)
+    stay interruptible at once."""
+    f, innermost = frame, None
+    while f is not None:
+        code = f.f_code
+        if innermost is None and code.co_name == "<module>":
+            innermost = str(f.f_globals.get("__name__", ""))
+        if code.co_filename.startswith("<frozen importlib"):
+            return innermost is None or not (innermost == "acl26" or innermost.startswith("acl26."))
+        f = f.f_back
+    return False
 
 
 def _install_handlers() -> tuple[_Stop, dict]:
@@ -389,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
             args = parser.parse_args(argv)
             logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
             args.func(args)
+            stop.deliver()  # a signal held during an import, when the command ended before the poll
         except KeyboardInterrupt:
             if debug:
                 import traceback
@@ -428,6 +501,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # a second signal while the first one's message was printed
         return 130
     finally:
+        stop.held = None
+        stop.restore()
         for sig, handler in old.items():
             try:
                 signal.signal(sig, handler)

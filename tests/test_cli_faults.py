@@ -290,6 +290,53 @@ def test_a_signal_during_import_or_work_is_one_line(sig, delay):
     _one_error(err, "interrupted")
 
 
+_HELD = """
+import os, signal, sys, time
+sys.path.insert(0, sys.argv[1])
+from acl26 import cli
+stop, old = cli._install_handlers()
+try:
+    import {name}
+    print("imported", {name}.DONE, flush=True)
+    time.sleep(5)
+    print("not interrupted", flush=True)
+except KeyboardInterrupt:
+    print("interrupted after the import" if "{name}" in sys.modules else "interrupted inside the import", flush=True)
+finally:
+    stop.restore()
+"""
+
+_SELF_SIGNAL = ("import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\n"
+                "t = time.perf_counter()\nwhile time.perf_counter() - t < 0.3:\n    pass\nDONE = True\n")
+
+
+def test_a_signal_inside_another_package_s_import_is_held_until_it_returns(tmp_path):
+    """A signal that arrives while another package's module runs its top-level code (torch's C++ init
+    calls back into Python there, and a KeyboardInterrupt raised inside aborts the process) is held: the
+    import finishes, then the interruption arrives, from the SIGALRM poll, within the poll's period."""
+    (tmp_path / "foreign_probe.py").write_text(_SELF_SIGNAL)
+    code = _HELD.format(name="foreign_probe")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60,
+                          preexec_fn=_default_signals)
+    assert proc.stdout.split("\n")[:2] == ["imported True", "interrupted after the import"], (proc.stdout, proc.stderr)
+
+
+def test_acl26_s_own_import_stays_interruptible(tmp_path):
+    """acl26's own modules (numba may compile at their import) are not held: the signal interrupts at once."""
+    import importlib.util
+
+    seen = {}
+    probe = tmp_path / "probe.py"
+    probe.write_text("import sys\nSEEN['foreign'] = IN(sys._getframe())\n")
+    for name, expect in (("acl26._probe_own", False), ("some_pkg._probe", True)):
+        spec = importlib.util.spec_from_file_location(name, probe)
+        mod = importlib.util.module_from_spec(spec)
+        mod.SEEN, mod.IN = seen, cli._in_foreign_import
+        spec.loader.exec_module(mod)
+        assert seen["foreign"] is expect, name
+    assert cli._in_foreign_import(sys._getframe()) is False  # plain code, no import on the stack
+
+
 def test_a_second_signal_forces_the_stop(tmp_path):
     """Ctrl-C twice: the first unwinds (here, a cleanup that hangs), the second ends the process."""
     code = ("import time, sys\nfrom acl26 import cli\n"
