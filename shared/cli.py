@@ -366,9 +366,10 @@ class _Stop:
             raise KeyboardInterrupt(f"terminated by signal {held}")
 
     def restore(self) -> None:
-        """Stop the poll and give SIGALRM its handler back."""
+        """Drop a held signal, stop the poll and give SIGALRM its handler back."""
         import signal
 
+        self.held = None
         if self.old_alarm is not None:
             try:
                 signal.setitimer(signal.ITIMER_REAL, 0)
@@ -501,7 +502,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # a second signal while the first one's message was printed
         return 130
     finally:
-        stop.held = None
         stop.restore()
         for sig, handler in old.items():
             try:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from test_architecture import modules as acl26_modules  # every acl26 module by its dotted name
+
 ROOT = Path(__file__).resolve().parents[1]
 
 #: the kernels' private imports, left as they are for issue 42, point 4 (the kernels' SIMD helpers and
@@ -34,18 +36,6 @@ _KERNELS: dict[tuple[str, str], set[str]] = {
     ("acl26.kernels.ternary.pack", "acl26.kernels.ternary.formats"): {"_DECODE", "_ENCODE", "_shape"},
 }
 ALLOWED = {(importer, module, name) for (importer, module), names in _KERNELS.items() for name in names}
-
-
-def _modules() -> dict[str, Path]:
-    """Every acl26 module by its dotted name: shared/ is ``acl26``, kernels/ is ``acl26.kernels``."""
-    found = {}
-    for base, package in ((ROOT / "shared", ("acl26",)), (ROOT / "kernels", ("acl26", "kernels"))):
-        for path in sorted(base.rglob("*.py")):
-            parts = path.relative_to(base).with_suffix("").parts
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            found[".".join(package + parts)] = path
-    return found
 
 
 def _private(name: str) -> bool:
@@ -95,7 +85,7 @@ def test_the_scan_sees_both_forms(tmp_path):
 
 
 def test_no_acl26_module_imports_a_private_name_from_another():
-    modules = _modules()
+    modules = acl26_modules()
     assert len(modules) > 40 and "acl26.kernels" in modules and "acl26.papers.lopt.method" in modules
     found = {hit for name, path in modules.items() for hit in private_imports(name, path, modules)}
     assert found - ALLOWED == set(), sorted(found - ALLOWED)

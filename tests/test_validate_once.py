@@ -13,6 +13,8 @@ import acl26.papers
 from acl26 import cli, params, registry, runner
 from acl26.papers.alloc_moe import spec as alloc_spec
 from acl26.papers.alloc_moe import study as alloc_study
+from test_architecture import modules as acl26_modules
+from test_private_imports import private_imports
 
 
 @pytest.fixture()
@@ -118,26 +120,11 @@ def test_nearest_half_is_public_and_keeps_its_behaviour():
 # ---- a chapter's study and verdicts import no private name of its spec -------------------------------------
 
 def _private_spec_uses(path: Path, chapter: str) -> list[str]:
-    tree = ast.parse(path.read_text())
+    """The private names ``path`` (a chapter's study or verdicts) takes from its chapter's spec, by the
+    general scan of tests/test_private_imports.py."""
+    name = f"acl26.papers.{chapter}.{path.stem}"
     spec_module = f"acl26.papers.{chapter}.spec"
-    aliases = set()
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            module = node.module or ""
-            if node.level:  # from .spec import ... / from . import spec
-                module = f"acl26.papers.{chapter}" + (f".{module}" if module else "")
-            if module == spec_module:
-                found += [a.name for a in node.names if a.name.startswith("_")]
-            elif module == f"acl26.papers.{chapter}":
-                aliases |= {a.asname or a.name for a in node.names if a.name == "spec"}
-        elif isinstance(node, ast.Import):
-            aliases |= {a.asname for a in node.names if a.name == spec_module and a.asname}
-    for node in ast.walk(tree):
-        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
-                and node.attr.startswith("_") and not node.attr.startswith("__")):
-            found.append(node.attr)
-    return found
+    return [n for _, module, n in private_imports(name, path, acl26_modules()) if module == spec_module]
 
 
 def test_no_study_or_verdicts_imports_a_private_name_from_its_spec():
