@@ -32,7 +32,7 @@ def takes_workers(chapter) -> bool:
     return chapter.benchmarks is not None and "workers" in inspect.signature(chapter.benchmarks).parameters
 
 
-def run(papers: list[str] | None = None, *, quick: bool = False, out_dir: str | os.PathLike | None = None,
+def run_benchmarks(papers: list[str] | None = None, *, quick: bool = False, out_dir: str | os.PathLike | None = None,
         cached: bool = False, force: list[str] | bool = (), statuses: dict | None = None,
         overwrite: bool = False, workers: int | None = None) -> list[Path]:
     """Run the benchmarks of ``papers`` (default: all with benchmarks); returns the files written or kept.

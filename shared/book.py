@@ -2,7 +2,7 @@
 
 ``acl26 book`` = fetch assets -> :func:`acl26.runner.run_all` (every chapter, profile ``book``,
 support pages first; a notebook whose cache key is unchanged is not executed again) ->
-:func:`acl26.bench.run` (likewise cached) -> :func:`generate` (tables for the intro, claims ledger, performance,
+:func:`acl26.bench.run_benchmarks` (likewise cached) -> :func:`generate` (tables for the intro, claims ledger, performance,
 assets and environment pages, written to ``book/_generated/``) -> vendor MathJax into
 ``book/_static/mathjax`` -> ``jupyter-book build . --toc book/_toc.yml -W -n --keep-going``.
 
@@ -416,7 +416,7 @@ def main(profile: str = "book", *, do_run: bool = True, do_bench: bool = True, d
     if do_run:
         runner.run_all(ids, profile, out_dir=executed, root=root, force=force, on_result=report)
     if do_bench:
-        for file in bench.run(ids, out_dir=executed / "bench", cached=True, force=force,
+        for file in bench.run_benchmarks(ids, out_dir=executed / "bench", cached=True, force=force,
                               statuses=build_state["benchmarks"]):
             print(f"[acl26] benchmark {file.stem}: {build_state['benchmarks'].get(file.stem)}", flush=True)
     io.write_json(executed / "build.json", build_state, overwrite=replace)

@@ -88,7 +88,7 @@ def _cmd_bench(args) -> None:
         if not (text.isascii() and text.isdigit()) or int(text) < 1:
             raise ValueError(f"--workers must be an integer ≥ 1, got {args.workers!r}")
         workers = int(text)
-    for file in bench.run(args.papers or None, quick=args.quick, out_dir=args.out, overwrite=args.force,
+    for file in bench.run_benchmarks(args.papers or None, quick=args.quick, out_dir=args.out, overwrite=args.force,
                           workers=workers):
         print(file)
 
@@ -148,7 +148,7 @@ def _cmd_sweep(args) -> None:
             print(f"  {p.short}  [{plan.status(p)}]  {p.label()}\n      -> {p.folder}")
         return
     t0 = time.perf_counter()
-    res = sweep.run(plan, args.on, gpus=args.gpus, slurm=slurm, progress=not args.quiet,
+    res = sweep.run_sweep(plan, args.on, gpus=args.gpus, slurm=slurm, progress=not args.quiet,
                     worker_timeout=args.worker_timeout, overwrite=args.force)
     counts = {s: sum(o.status == s for o in res.outcomes) for s in ("ok", "done", "failed")}
     print(f"sweep {plan.name}/{plan.paper}: {counts['ok']} run, {counts['done']} finished earlier, "

@@ -911,7 +911,7 @@ def check_files(sweep: Sweep, points: Iterable[Point], *, overwrite: bool = Fals
         io.check_target(sweep.log(p), overwrite=overwrite, name="log")
 
 
-def run(sweep: Sweep, on: str = "local[1]", *, gpus: int = 0, slurm: dict | None = None, progress: bool = True,
+def run_sweep(sweep: Sweep, on: str = "local[1]", *, gpus: int = 0, slurm: dict | None = None, progress: bool = True,
         say: Callable[[str], None] | None = None, executor=None, worker_timeout: float | None = None,
         overwrite: bool = False) -> SweepResult:
     """Run the points of ``sweep`` that are not finished yet (see the module docstring), saying one line per

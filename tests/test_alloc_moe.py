@@ -415,7 +415,7 @@ def test_headline_seed_scores_top_1_and_from_grid_reads_the_same_fields():
 @pytest.mark.assets
 @pytest.mark.slow
 def test_run_returns_everything_record_claims_reads(tmp_path):
-    """study.run on a tiny checkpoint: one call, and its result alone decides every claim and control."""
+    """study.run_experiments on a tiny checkpoint: one call, and its result alone decides every claim and control."""
     from acl26 import claims as C
     from acl26 import corpus as corpus_mod
     from acl26.papers.alloc_moe import CHAPTER
@@ -429,7 +429,7 @@ def test_run_returns_everything_record_claims_reads(tmp_path):
     tok.save_pretrained(tmp_path)
     P = study.SPEC.resolve("smoke", {"checkpoint": str(tmp_path), "budgets": [1, 2], "eval_blocks": 4,
                                      "n_resamples": 99, "speed_rounds": 1})
-    res = study.run(P, progress=False)
+    res = study.run_experiments(P, progress=False)
     assert {"grid", "seeds", "speed", "n_resamples"} <= set(res) and list(res["seeds"]) == [None]
     g = res["grid"]
     np.testing.assert_array_equal(g["top1_nll"], g["nll"][(1, "uniform")])  # budget 1 is top-1: scored once
@@ -540,7 +540,7 @@ def test_the_checkpoint_path_runs_olmoe_and_deepseek_v2(tmp_path, arch):
     tok.save_pretrained(tmp_path)
     P = study.SPEC.resolve("smoke", {"checkpoint": str(tmp_path), "budgets": [1, 2], "eval_blocks": 4,
                                      "n_resamples": 99, "speed_rounds": 1})
-    res = study.run(P, progress=False)
+    res = study.run_experiments(P, progress=False)
     info = res["info"]
     assert info["MoE layers"] == 2 and info["experts per layer"] == 6 and info["native top-k"] == 3
     assert {"OlmoeForCausalLM": "olmoe", "DeepseekV2ForCausalLM": "deepseek_v2"}[info["class"]] == arch

@@ -10,7 +10,7 @@ pytestmark = [pytest.mark.assets, pytest.mark.slow]
 
 
 def test_quick_benchmark_writes_rows_and_goals(tmp_path):
-    files = bench.run(["lopt"], quick=True, out_dir=tmp_path)
+    files = bench.run_benchmarks(["lopt"], quick=True, out_dir=tmp_path)
     data = json.loads(files[0].read_text())
     assert data["paper"] == "lopt" and data["quick"] and data["machine"]["cpus"] >= 1
     assert all(r["median_s"] > 0 for r in data["rows"])

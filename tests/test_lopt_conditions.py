@@ -219,7 +219,7 @@ def test_bench_workers_must_be_a_positive_integer(capsys, monkeypatch, tmp_path,
     from acl26 import bench
 
     ran = []
-    monkeypatch.setattr(bench, "run", lambda *a, **k: ran.append(1) or [])
+    monkeypatch.setattr(bench, "run_benchmarks", lambda *a, **k: ran.append(1) or [])
     code = cli.main(["bench", "lopt", "--workers", value, "--out", str(tmp_path / "b")])
     err = capsys.readouterr().err
     lines = err.strip().splitlines()

@@ -463,7 +463,7 @@ def test_study_on_local_checkpoints(tmp_path, monkeypatch):
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
     P = _saved_trio(tmp_path, LlamaForCausalLM, cfg, tok, seed=0, eval_problems=3, power_problems=5,
                     max_new_tokens=4)
-    res = study.run(P, progress=False)
+    res = study.run_experiments(P, progress=False)
     assert sorted(res["sweep"]) == [0.0, 0.5, 0.8, 1.0]
     assert {0.0, 1.0} <= set(res["decisive"])
     assert res["best_lambda"] is None or res["best_lambda"] in res["decisive"]
@@ -483,14 +483,14 @@ def test_study_on_local_checkpoints(tmp_path, monkeypatch):
     assert not led.missing()
     # the streamed merge (paper-scale pairs) gives the same merged models, hence the same rollouts
     monkeypatch.setenv("ACL26_CACHE", str(tmp_path / "cache-streamed"))
-    res_s = study.run(dict(P, merge="streamed"), progress=False)
+    res_s = study.run_experiments(dict(P, merge="streamed"), progress=False)
     for lam in res["sweep"]:
         assert res_s["sweep"][lam]["tokens"] == res["sweep"][lam]["tokens"]
         assert res_s["sweep"][lam]["answers"] == res["sweep"][lam]["answers"]
     assert (tmp_path / "cache-streamed" / "model_interpolation" / "streamed-merge" / "interpolation.json").is_file()
     # without a base, TA and TIES are not run and their claim says why
     P2 = dict(P, base="")
-    res2 = study.run(P2, progress=False)
+    res2 = study.run_experiments(P2, progress=False)
     assert "TA" not in res2["variants"]
     led2 = C.Ledger("model_interpolation", "smoke", list(study.CLAIMS), P2)
     verdicts.record_claims(led2, res2)
@@ -633,7 +633,7 @@ def test_study_on_a_local_qwen3_pair(tmp_path, monkeypatch):
                       tie_word_embeddings=True)
     P = _saved_trio(tmp_path, Qwen3ForCausalLM, cfg, tok, seed=10, eval_problems=2, power_problems=3,
                     max_new_tokens=3)
-    res = study.run(P, progress=False)
+    res = study.run_experiments(P, progress=False)
     assert sorted(res["sweep"]) == [0.0, 0.5, 0.8, 1.0] and res["n_layers"] == 2
     assert res["endpoint_error"] == 0.0 and res["source"].startswith("local checkpoints")
     assert {"TA", study.ties_name(0.2)} <= set(res["variants"])

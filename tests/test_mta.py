@@ -514,7 +514,7 @@ def test_the_study_runs_on_local_teacher_and_student_checkpoints(tmp_path, monke
     student.save_pretrained(tmp_path / "student")
     ch = registry.get("mta")
     p = ch.spec.resolve("smoke", {"teacher": str(tmp_path / "teacher"), "student": str(tmp_path / "student")})
-    r = study.run(p, progress=False)
+    r = study.run_experiments(p, progress=False)
     assert r["recovery"] is None and r["student_id"].startswith("local:") and r["teacher_id"].startswith("local:")
     assert r["n_student"] == 2 and r["n_teacher"] == 4 and r["teacher_layers"] == [2, 4]
     ledger = C.Ledger("mta", "smoke", list(ch.claims))

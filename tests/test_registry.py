@@ -276,7 +276,7 @@ def test_prepare_runs_each_chapters_hook(monkeypatch, capsys):
 
 @pytest.mark.parametrize("pid", list(registry.CHAPTERS))
 def test_no_notebook_cell_builds_a_verdict_input_or_branches_on_verdicts(pid):
-    """The claims cell hands record_claims what the package's study.run returned, untouched; and no cell
+    """The claims cell hands record_claims what the package's study.run_experiments returned, untouched; and no cell
     reads verdicts to write prose (that text comes from the package)."""
     import ast
 
@@ -288,18 +288,18 @@ def test_no_notebook_cell_builds_a_verdict_input_or_branches_on_verdicts(pid):
              for src in cells]
     from_run = {t.id for tree in trees for node in ast.walk(tree) if isinstance(node, ast.Assign)
                 and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute)
-                and node.value.func.attr == "run" and isinstance(node.value.func.value, ast.Name)
+                and node.value.func.attr == "run_experiments" and isinstance(node.value.func.value, ast.Name)
                 and node.value.func.value.id == "study" for t in node.targets if isinstance(t, ast.Name)}
     calls = [node for tree in trees for node in ast.walk(tree) if isinstance(node, ast.Call)
              and isinstance(node.func, ast.Attribute) and node.func.attr == "record_claims"]
     assert len(calls) == 1, f"{pid}: exactly one record_claims call, found {len(calls)}"
     arg = calls[0].args[1] if len(calls[0].args) > 1 else None
     assert isinstance(arg, ast.Name) and arg.id in from_run, \
-        f"{pid}: record_claims must read what study.run(...) returned, as it is (got {ast.unparse(arg) if arg else None})"
+        f"{pid}: record_claims must read what study.run_experiments(...) returned, as it is (got {ast.unparse(arg) if arg else None})"
     reassigned = [t.id for tree in trees for node in ast.walk(tree) if isinstance(node, (ast.Assign, ast.AugAssign))
                   for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
                   if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == arg.id]
-    assert not reassigned, f"{pid}: a cell changes {arg.id}[...] after study.run"
+    assert not reassigned, f"{pid}: a cell changes {arg.id}[...] after study.run_experiments"
     for src in cells:
         assert ".holds" not in src and "ledger.entries" not in src, f"{pid}: a cell reads verdicts: {src[:120]!r}"
 

@@ -237,7 +237,7 @@ def test_each_point_runs_in_the_folder_it_was_validated_in_and_logs_to_an_absolu
 
     monkeypatch.chdir(tmp_path)
     plan = sweep.plan("lopt", "smoke", grid=["seed=0,1"], out="sw", root=ROOT)
-    res = sweep.run(plan, executor=Recorder(), progress=False, say=lambda line: None)
+    res = sweep.run_sweep(plan, executor=Recorder(), progress=False, say=lambda line: None)
     assert [o.status for o in res.outcomes] == ["ok", "ok"]
     assert all(cwd == str(tmp_path) and Path(log).is_absolute() for cwd, log, _ in seen)
     assert [alone for *_, alone in seen] == [True, False]  # the first point alone, then the rest

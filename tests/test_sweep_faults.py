@@ -305,7 +305,7 @@ def test_a_users_failure_record_or_log_in_the_way_stops_the_sweep_before_it_runs
     target.write_bytes(b"mine\n")
     rec = _Recorder(FAILED)
     with pytest.raises(io.OutputExistsError, match=str(target)):
-        sweep.run(plan, executor=rec, progress=False, say=lambda line: None)
+        sweep.run_sweep(plan, executor=rec, progress=False, say=lambda line: None)
     assert rec.seen == [] and target.read_bytes() == b"mine\n"
 
 
@@ -317,7 +317,7 @@ def test_a_users_failure_record_that_appears_meanwhile_is_kept_and_the_point_say
         record.parent.mkdir(parents=True, exist_ok=True)
         record.write_bytes(b"my notes\n")
 
-    res = sweep.run(plan, executor=_Recorder(FAILED, users_file), progress=False, say=lambda line: None)
+    res = sweep.run_sweep(plan, executor=_Recorder(FAILED, users_file), progress=False, say=lambda line: None)
     assert [o.status for o in res.outcomes] == ["failed"]
     assert "boom" in res.outcomes[0].error and str(record) in res.outcomes[0].error
     assert record.read_bytes() == b"my notes\n"
@@ -326,7 +326,7 @@ def test_a_users_failure_record_that_appears_meanwhile_is_kept_and_the_point_say
 def test_a_sweeps_own_failure_record_is_replaced_by_the_next_try(tmp_path, monkeypatch):
     plan = _plan(tmp_path, monkeypatch)
     for error in ("first", "second"):
-        sweep.run(plan, executor=_Recorder({**FAILED, "error": error}), progress=False, say=lambda line: None)
+        sweep.run_sweep(plan, executor=_Recorder({**FAILED, "error": error}), progress=False, say=lambda line: None)
         assert io.read_json(plan.failed_record(plan.points[0]))["error"] == error
 
 
@@ -457,7 +457,7 @@ def test_a_local_sweep_owns_its_logs_and_failure_records_so_a_rerun_replaces_the
     monkeypatch.setattr(sweep, "_acl26", lambda: [sys.executable, str(fake)])
     plan = _plan(tmp_path, monkeypatch, grid="seed=0,1,2,3")
     for attempt in range(2):
-        res = sweep.run(plan, "local[2]", progress=False, say=lambda line: None)
+        res = sweep.run_sweep(plan, "local[2]", progress=False, say=lambda line: None)
         assert sorted(o.status for o in res.outcomes) == ["failed", "ok", "ok", "ok"], attempt
         assert all(io.owned_file(plan.log(p)) for p in plan.points)
         assert [p.read_text().count("$ ") for p in map(plan.log, plan.points)] == [1, 1, 1, 1]  # the last try's
@@ -490,7 +490,7 @@ def test_a_dask_sweep_with_gpu_workers_runs_every_point_and_owns_its_logs(tmp_pa
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp",
                                   dashboard_address=None, resources={"GPU": 1}) as cluster:
         on = "dask://" + cluster.scheduler_address.removeprefix("tcp://")
-        res = sweep.run(plan, on, gpus=1, progress=False, say=lambda line: None, worker_timeout=60)
+        res = sweep.run_sweep(plan, on, gpus=1, progress=False, say=lambda line: None, worker_timeout=60)
     assert [o.status for o in res.outcomes] == ["ok", "ok", "ok"]
     assert all(io.owned_file(plan.log(p)) and "point" in plan.log(p).read_text() for p in plan.points)
 

@@ -282,13 +282,13 @@ def test_bench_refuses_a_file_it_did_not_write(tmp_path, monkeypatch, cache):
     out = tmp_path / "bench"
     _foreign_file(out / "fake.json")
     with pytest.raises(io.OutputExistsError) as err:
-        bench.run(["fake"], quick=True, out_dir=out)
+        bench.run_benchmarks(["fake"], quick=True, out_dir=out)
     _one_line(err.value, out / "fake.json")
     assert calls == [], "refused before the benchmark ran"
-    assert bench.run(["fake"], quick=True, out_dir=out, overwrite=True) == [out / "fake.json"]
-    assert bench.run(["fake"], quick=True, out_dir=out) == [out / "fake.json"]  # its own file now
+    assert bench.run_benchmarks(["fake"], quick=True, out_dir=out, overwrite=True) == [out / "fake.json"]
+    assert bench.run_benchmarks(["fake"], quick=True, out_dir=out) == [out / "fake.json"]  # its own file now
     with pytest.raises((OSError, io.OutputExistsError)):
-        bench.run(["fake"], quick=True, out_dir=_foreign_file(tmp_path / "afile"))
+        bench.run_benchmarks(["fake"], quick=True, out_dir=_foreign_file(tmp_path / "afile"))
 
 
 # ---- the book's generated pages and vendored MathJax

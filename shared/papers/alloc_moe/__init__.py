@@ -5,7 +5,7 @@
 budget: per-layer top-k, top-p, NAEE-style skipping and Alloc-T (:func:`alloc_t_mask`), counting
 the activated pairs. Alloc-L's DP is :func:`acl26.kernels.dp_alloc.allocate`. :mod:`.speed` times
 an MoE layer at DeepSeek-V2-Lite's shapes, :mod:`.bench` the DP. The chapter itself: :mod:`.spec` (its
-parameters and claims), :mod:`.study` (its experiments; ``study.run``) and :mod:`.verdicts`
+parameters and claims), :mod:`.study` (its experiments; ``study.run_experiments``) and :mod:`.verdicts`
 (``record_claims``, the controls first).
 """
 

@@ -488,7 +488,7 @@ def from_grid(grid: dict) -> dict:
             "full": grid["full_nll"], "top1": grid["top1_nll"], "alloc": grid["alloc_main"]}
 
 
-def run(params: dict, progress: bool = True) -> dict:
+def run_experiments(params: dict, progress: bool = True) -> dict:
     """Every experiment of the chapter: what :func:`record_claims` reads.
 
     Returns ``{"grid", "seeds", "second", "speed", "n_resamples", "info"}``:

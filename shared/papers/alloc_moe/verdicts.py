@@ -1,6 +1,6 @@
 """Alloc-MoE chapter (ACL 2026, arXiv 2604.08133): the verdicts, decided from the study's results.
 
-:func:`record_claims` turns what :func:`acl26.papers.alloc_moe.study.run` returned into the ledger's
+:func:`record_claims` turns what :func:`acl26.papers.alloc_moe.study.run_experiments` returned into the ledger's
 verdicts: the controls first (``experts_matter``, ``k_base_matters``, ``calib_matters``), then the
 claims that name them, then our checks. The tests feed it synthetic results, a holding and a failing
 case per claim and control.
@@ -20,7 +20,7 @@ MOE_ONLY, WITH_REST = "MoE layers only", "MoE + attention projections + head"
 
 
 def record_claims(ledger: C.Ledger, results: dict) -> None:
-    """Decide every Alloc-MoE claim, control and check from :func:`acl26.papers.alloc_moe.study.run`'s results.
+    """Decide every Alloc-MoE claim, control and check from :func:`acl26.papers.alloc_moe.study.run_experiments`'s results.
 
     ``results``: ``grid`` (``study.run_grid`` on the main model: ``native``, ``nll`` {(k, method):
     per-block NLLs}, ``budget`` {(k, method): measured Σk}, ``alloc``, ``alloc_main``, ``half``,

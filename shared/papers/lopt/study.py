@@ -434,7 +434,7 @@ def parallel_factors(rows: list[dict]) -> dict[str, dict]:
     return out
 
 
-def run(params: dict, progress: bool = True) -> dict:
+def run_experiments(params: dict, progress: bool = True) -> dict:
     """Every experiment of the chapter: what :func:`record_claims` reads, ``{"exactness", "sweep", "speed"}``
     (rows of :func:`exactness`, :func:`overlap_sweep` and :func:`speed`)."""
     return {"exactness": exactness(params, progress), "speed": speed(params, progress),

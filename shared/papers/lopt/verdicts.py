@@ -1,6 +1,6 @@
 """LoPT chapter (ACL 2026, arXiv 2511.04952): the verdicts, decided from the study's results.
 
-:func:`record_claims` turns what :func:`acl26.papers.lopt.study.run` returned into the ledger's
+:func:`record_claims` turns what :func:`acl26.papers.lopt.study.run_experiments` returned into the ledger's
 verdicts; the tests feed it synthetic results, a holding and a failing case per claim.
 """
 

@@ -436,7 +436,7 @@ def endpoint_error(pair: dict) -> float:
     return worst
 
 
-def run(params: dict, progress: bool = True) -> dict:
+def run_experiments(params: dict, progress: bool = True) -> dict:
     """The whole study: pair, checks, sweep, band, the decisive configurations, variants, GSM8K; the inputs of
     :func:`record_claims`.
 

@@ -1,5 +1,5 @@
 """Model-interpolation chapter (ACL 2026, arXiv 2510.10977): the verdicts, decided from
-:func:`acl26.papers.model_interpolation.study.run`'s results on intervals over problems."""
+:func:`acl26.papers.model_interpolation.study.run_experiments`'s results on intervals over problems."""
 
 from __future__ import annotations
 

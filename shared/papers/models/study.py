@@ -87,7 +87,7 @@ def seed_rows(params: dict, sweep_blocks: torch.Tensor, unigram: float, *, progr
     return rows
 
 
-def run(params: dict, progress: bool = True) -> dict:
+def run_experiments(params: dict, progress: bool = True) -> dict:
     """Everything the page measures, in the notebook's order, and what :func:`record_claims` reads.
 
     ``smollm2`` (:func:`smollm2_perplexity`), ``tokenizer``, ``corpus``, ``train_blocks``, ``val``

@@ -1,4 +1,4 @@
-"""The shared-models page: the checks' verdicts, decided from :func:`acl26.papers.models.study.run`'s results."""
+"""The shared-models page: the checks' verdicts, decided from :func:`acl26.papers.models.study.run_experiments`'s results."""
 
 from __future__ import annotations
 

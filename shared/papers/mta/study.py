@@ -121,7 +121,7 @@ def trl_difference(teacher, student, batch: dict) -> float:
     return float((ours.double() - theirs.double()).abs())
 
 
-def run(params: dict, progress: bool = True) -> dict:
+def run_experiments(params: dict, progress: bool = True) -> dict:
     """The whole study: models, pairs, teacher cache, every run, every evaluation; the inputs of :func:`record_claims`."""
     m = load_models(params, progress)
     teacher, tok, student = m["teacher"], m["tokenizer"], m["student"]

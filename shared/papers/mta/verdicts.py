@@ -1,4 +1,4 @@
-"""MTA chapter (ACL 2026, arXiv 2605.01374): the verdicts, decided from :func:`acl26.papers.mta.study.run`'s
+"""MTA chapter (ACL 2026, arXiv 2605.01374): the verdicts, decided from :func:`acl26.papers.mta.study.run_experiments`'s
 results, each on an interval: a two-level bootstrap (seeds, then held-out pairs within each) for the
 main comparison, over held-out pairs (paired bootstrap) for the ablations; and the prose that depends on them (:func:`reading`)."""
 

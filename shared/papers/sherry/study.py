@@ -228,7 +228,7 @@ def model_files(model, variant: str) -> dict:
     return out
 
 
-def run(params: dict, progress: bool = True) -> dict:
+def run_experiments(params: dict, progress: bool = True) -> dict:
     """Every experiment of the chapter, in order; returns what :func:`record_claims` reads, and the
     training logs the notebook plots:
 

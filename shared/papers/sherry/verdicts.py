@@ -1,4 +1,4 @@
-"""Sherry chapter (ACL 2026, arXiv 2601.07892): the verdicts, decided from :func:`acl26.papers.sherry.study.run`'s
+"""Sherry chapter (ACL 2026, arXiv 2601.07892): the verdicts, decided from :func:`acl26.papers.sherry.study.run_experiments`'s
 results, the controls first."""
 
 from __future__ import annotations
