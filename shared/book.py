@@ -386,8 +386,7 @@ def main(profile: str = "book", *, do_run: bool = True, do_bench: bool = True, d
     if root is None:
         raise BookError("run `acl26 book` from the acl26-repro checkout")
     chapters = registry.ordered(papers)
-    for c in chapters:
-        c.spec.resolve(profile)  # unknown paper / profile: fail before any work
+    resolved = runner.resolve_all(papers, profile)  # unknown paper / profile: fail before any work; run once
     if force not in (True, False) and force:
         for f in force:
             registry.get(f)
@@ -414,7 +413,8 @@ def main(profile: str = "book", *, do_run: bool = True, do_bench: bool = True, d
         print(f"[acl26] {res.paper}: {what}", flush=True)
 
     if do_run:
-        runner.run_all(ids, profile, out_dir=executed, root=root, force=force, on_result=report)
+        runner.run_all(ids, profile, out_dir=executed, root=root, force=force, on_result=report,
+                       params=resolved)
     if do_bench:
         for file in bench.run_benchmarks(ids, out_dir=executed / "bench", cached=True, force=force,
                               statuses=build_state["benchmarks"]):

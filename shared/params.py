@@ -147,25 +147,21 @@ class Param:
                 raise ParamError(f"{where}: expected float, got {value!r} ({type(value).__name__})") from None
         if self.choices is not None and v not in self.choices:
             raise ParamError(f"{where}: {v!r} is not one of {', '.join(map(str, self.choices))}")
-        if typ in (int, float) and (self.min is not None or self.max is not None):
-            self._bounds(v, typ, where)
+        if typ in (int, float):
+            self._bounds(v, where)
         if self.rule is not None and not self.rule[1](v):
             raise ParamError(f"{where}: {self.rule[0]}, got {v!r}")
         return v
 
-    def _bounds(self, v: int | float, typ: type, where: str) -> None:
-        try:
-            if typ is int:
-                checks.integer(self.name, v, self.min, self.max)
-            else:
-                checks.number(self.name, v, self.min, self.max, lo_open=self.min_open, hi_open=self.max_open,
-                              allow_nonfinite=self.allow_nonfinite)
-        except ValueError:
-            if self.min is not None and (v < self.min or (self.min_open and v == self.min)):
-                edge = "at or below the exclusive minimum" if self.min_open else "below the minimum"
-                raise ParamError(f"{where}: {v!r} is {edge} {self.min}") from None
+    def _bounds(self, v: int | float, where: str) -> None:
+        """The bounds, on a value whose type :meth:`_scalar` already checked (NaN meets every bound; ±inf only
+        those it lies within)."""
+        if self.min is not None and (v < self.min or (self.min_open and v == self.min)):
+            edge = "at or below the exclusive minimum" if self.min_open else "below the minimum"
+            raise ParamError(f"{where}: {v!r} is {edge} {self.min}")
+        if self.max is not None and (v > self.max or (self.max_open and v == self.max)):
             edge = "at or above the exclusive maximum" if self.max_open else "above the maximum"
-            raise ParamError(f"{where}: {v!r} is {edge} {self.max}") from None
+            raise ParamError(f"{where}: {v!r} is {edge} {self.max}")
 
     @property
     def annotation(self) -> str:
@@ -206,10 +202,16 @@ class ParamSpec:
                 return p
         raise ParamError(f"{self.paper}: unknown parameter {name!r}; known: {', '.join(self.names)}")
 
-    def resolve(self, profile: str = "book", overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The full, validated parameter set of ``profile`` with ``overrides`` applied."""
+    def check_profile(self, profile: str) -> str:
+        """``profile`` if it is one of :data:`PROFILES` (each already valid: checked when the spec was made);
+        ParamError otherwise."""
         if profile not in PROFILES:
             raise ParamError(f"{self.paper}: unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
+        return profile
+
+    def resolve(self, profile: str = "book", overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The full, validated parameter set of ``profile`` with ``overrides`` applied."""
+        self.check_profile(profile)
         values = {**self.profiles["book"], **self.profiles[profile]}
         for name, value in (overrides or {}).items():
             self.param(name)  # raises for unknown names

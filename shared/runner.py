@@ -196,12 +196,21 @@ def cached(paper_id: str, profile: str, out_dir: str | os.PathLike, key: str) ->
                      run.get("finished", ""))
 
 
+def resolve_all(ids: list[str] | None = None, profile: str = "book") -> dict[str, dict[str, Any]]:
+    """``{chapter id: its parameter set for profile}`` for chapters ``ids`` (default: all), in the registry's
+    order: each resolved once, so that a bad profile fails before any work (:func:`run_all` takes the result)."""
+    return {c.id: c.spec.resolve(profile) for c in registry.ordered(ids)}
+
+
 def run_all(ids: list[str] | None = None, profile: str = "book", *, out_dir: str | os.PathLike | None = None,
             root: str | os.PathLike | None = None, force: list[str] | bool = (), progress: bool = True,
-            on_result=None) -> list[RunResult]:
+            on_result=None, params: dict[str, dict[str, Any]] | None = None) -> list[RunResult]:
     """Run chapters ``ids`` (default: all) in the registry's order (support pages first); skip those
     whose key is unchanged unless ``force`` (True: all; a list: those ids), which also lets their
-    outputs replace files acl26 did not write. ``on_result(res)`` is called after each chapter."""
+    outputs replace files acl26 did not write. ``on_result(res)`` is called after each chapter.
+
+    ``params``: what :func:`resolve_all` returned for these ``ids`` and ``profile``, passed on rather than
+    resolved again (default: resolved here, first, once)."""
     from acl26 import execution
 
     root = Path(root) if root is not None else paths.repo_root()
@@ -210,14 +219,18 @@ def run_all(ids: list[str] | None = None, profile: str = "book", *, out_dir: str
     out = Path(out_dir) if out_dir is not None else root / paths.BOOK_EXECUTED
     chapters = registry.ordered(ids)
     forced = {c.id for c in chapters} if force is True else {registry.get(f).id for f in (force or ())}
-    resolved = [(c, c.spec.resolve(profile)) for c in chapters]  # once each; a bad profile fails before any work
+    if params is None:
+        params = resolve_all(ids, profile)  # once each; a bad profile fails before any work
+    missing = [c.id for c in chapters if c.id not in params]
+    if missing:
+        raise ValueError(f"run_all: params lacks the parameter sets of {', '.join(missing)}")
     results = []
-    for c, params in resolved:
-        key = execution.notebook_key(c, params, root)
+    for c in chapters:
+        key = execution.notebook_key(c, params[c.id], root)
         res = None if c.id in forced else cached(c.id, profile, out, key)
         if res is None:
             res = run(c.id, profile, root=root, out_dir=out, progress=progress, key=key, overwrite=c.id in forced,
-                      params=params)
+                      params=params[c.id])
         results.append(res)
         if on_result is not None:
             on_result(res)

@@ -343,7 +343,7 @@ def plan(paper: str, profile: str = "book", *, grid: Iterable[str] | None = None
     root = Path(root) if root is not None else paths.repo_root()
     if root is None:
         raise SweepError("run `acl26 sweep` from the acl26-repro checkout (its notebooks/ folder is needed)")
-    chapter.spec.resolve(profile)  # a bad profile fails first
+    chapter.spec.check_profile(profile)  # a bad profile fails first; each point is resolved once, below
     axes = grid_axes(grid)
     base = read_points(points_file) if points_file is not None else [{}]
     count_points(len(base), axes, from_file=points_file is not None, max_points=max_points)

@@ -77,6 +77,62 @@ def test_run_all_resolves_each_chapter_once(counted, tmp_path, monkeypatch):
     assert [e[0] for e in executed] == ["sherry"]
 
 
+
+def test_the_book_resolves_each_chapter_once_and_passes_the_sets_on(counted, monkeypatch):
+    """``acl26 book`` checks every chapter's profile before any work, and run_all runs what was checked."""
+    from acl26 import book
+
+    resolves, _, _ = counted
+    got = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_run_all(ids, profile, **kw):
+        got.update(ids=ids, params=kw.get("params"))
+        raise Stop
+
+    monkeypatch.setattr(book.assets, "fetch", lambda *a, **k: None)
+    monkeypatch.setattr(book, "prepare", lambda *a, **k: None)
+    monkeypatch.setattr(runner, "run_all", fake_run_all)
+    with pytest.raises(Stop):
+        book.main("smoke", do_bench=False, do_build=False, papers=["sherry", "lopt"])
+    assert resolves == {"sherry": 1, "lopt": 1}
+    assert sorted(got["params"]) == ["lopt", "sherry"] and got["params"]["lopt"]["profile"] == "smoke"
+
+
+def test_run_all_refuses_params_that_lack_a_chapter(tmp_path):
+    with pytest.raises(ValueError, match="lacks the parameter sets of sherry"):
+        runner.run_all(["sherry"], "smoke", out_dir=tmp_path / "o", root=Path(registry.__file__).parents[1],
+                       progress=False, params=runner.resolve_all(["lopt"], "smoke"))
+
+
+def test_a_sweep_resolves_each_point_once(counted, tmp_path):
+    from acl26 import sweep
+
+    resolves, _, _ = counted
+    plan = sweep.plan("lopt", "smoke", grid=["seed=0,1,2"], out=tmp_path / "sw")
+    assert len(plan.points) == 3 and resolves == {"lopt": 3}  # was 4: the bare profile first
+    with pytest.raises(params.ParamError, match="unknown profile 'big'"):
+        sweep.plan("lopt", "big", grid=["seed=0,1"], out=tmp_path / "sw")
+
+
+@pytest.mark.parametrize("kind, value, lo, hi", [(int, 5, 1, 9), (float, 0.5, 0.0, 1.0)])
+def test_a_bounded_number_is_type_checked_once(monkeypatch, kind, value, lo, hi):
+    """The bounds are compared in one place (Param._bounds), not by checking the type a second time."""
+    from acl26 import checks
+
+    calls = []
+    for name in ("integer", "number"):
+        real = getattr(checks, name)
+        monkeypatch.setattr(checks, name, lambda *a, _r=real, _n=name, **k: calls.append(_n) or _r(*a, **k))
+    p = params.Param("x", kind, "a number", min=lo, max=hi)
+    assert p.check(value, "t") == value
+    assert calls == ["integer" if kind is int else "number"]
+    for bad, edge in ((lo - 1, "below the minimum"), (hi + 1, "above the maximum")):
+        with pytest.raises(params.ParamError, match=f"'x': {bad!r} is {edge} {hi if bad > hi else lo}$"):
+            p.check(kind(bad), "t")
+
 # ---- Alloc-MoE: "each budget below the native top-k", one rule, one message -------------------------------
 
 def _rule_message(text: str, budgets: list[int]) -> bool:
