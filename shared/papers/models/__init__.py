@@ -1,9 +1,11 @@
 """The shared-models page (a support chapter, run before the papers): SmolLM2 offline and the LMs
-trained here. The models themselves are the shared core's :mod:`acl26.zoo`."""
+trained here. The models themselves are the shared core's :mod:`acl26.zoo`; :mod:`.spec` holds the page's
+parameters and checks, :mod:`.study` its measurements, :mod:`.tables` its tables, :mod:`.verdicts` the checks'
+verdicts, :mod:`.bench` its benchmarks."""
 
 from acl26 import zoo
 from acl26.chapter import Chapter
-from acl26.papers.models import spec, study, verdicts  # noqa: F401  (study: the page's measurements)
+from acl26.papers.models import bench, spec, study, tables, verdicts  # noqa: F401  (study, tables: the notebook's)
 
 CHAPTER = Chapter(
     id="models",
@@ -13,5 +15,6 @@ CHAPTER = Chapter(
     claims=tuple(spec.CLAIMS),
     record_claims=verdicts.record_claims,
     assets=("smollm2", *zoo.ASSETS),
+    benchmarks=bench.benchmarks,
     order=0,
 )

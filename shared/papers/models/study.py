@@ -2,8 +2,8 @@
 
 Backs ``notebooks/models.ipynb``, run before the chapters. The models themselves, and their
 parameters, are the shared core's :mod:`acl26.zoo`; this module holds the page's measurements
-(SmolLM2's perplexity, the MoE's top-k sweep, the seeds) and :func:`run`, all of them. The checks
-are :mod:`.spec`, their verdicts :mod:`.verdicts`.
+(SmolLM2's perplexity, the MoE's top-k sweep, the seeds) and :func:`run_experiments`, all of them. The checks
+are :mod:`.spec`, the tables :mod:`.tables`, their verdicts :mod:`.verdicts`, the benchmarks :mod:`.bench`.
 """
 
 from __future__ import annotations
@@ -54,21 +54,6 @@ def top_k_sweep(model, val_blocks: torch.Tensor, ks: list[int]) -> list[dict]:
     finally:
         models.set_top_k(model, original)
     return rows
-
-
-def describe(result, kind: str, unigram: float) -> dict:
-    """One row of the models table."""
-    cfg = result.model.config
-    counts = models.count_params(result.model)
-    row = {"model": f"{kind} LM (trained here)", "class": type(result.model).__name__,
-           "layers": cfg.num_hidden_layers, "hidden": cfg.hidden_size, "vocab": cfg.vocab_size,
-           "params": counts["total"], "active params": counts["active"],
-           "train tokens": result.log["tokens_seen"], "train time (s)": result.log["seconds"],
-           "precision": result.log.get("precision", "bf16 autocast" if result.log["train_config"]["bf16"] else "fp32"),
-           "val ppl": result.val_ppl, "unigram ppl": unigram, "from cache": result.from_cache}
-    if kind == "moe":
-        row["experts"] = f"{cfg.num_experts} routed, top-{cfg.num_experts_per_tok}, no shared"
-    return row
 
 
 def seed_rows(params: dict, sweep_blocks: torch.Tensor, unigram: float, *, progress: bool = True) -> list[dict]:
