@@ -23,6 +23,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 #: folder -> the dotted name it is imported as (pyproject.toml's package-dir)
 PACKAGES = {ROOT / "shared": "acl26", ROOT / "kernels": "acl26.kernels"}
@@ -207,3 +209,79 @@ def test_cycles_are_found_and_named(tmp_path):
     assert g["pkg.b"] == {"pkg.c"} and g["pkg.sub"] == {"pkg.sub.d"} and g["pkg.sub.d"] == {"pkg.sub"}
     assert g["pkg.e"] == set()  # under TYPE_CHECKING: never run
     assert sorted(map(_show, cycles(g))) == ["pkg.a -> pkg.b -> pkg.c -> pkg.a", "pkg.sub -> pkg.sub.d -> pkg.sub"]
+
+
+# ---- every chapter has the same parts, and its verdicts read only its spec and tables (issue 42, point 1) ----
+
+PAPERS = ROOT / "shared" / "papers"
+#: the parts every chapter has, beside its method modules (a support page's are in the core: acl26.zoo)
+PARTS = ("spec", "study", "tables", "verdicts", "bench")
+#: what a chapter's module may import of its own chapter (None: anything)
+ALLOWED = {"verdicts": {"spec", "tables"}, "tables": None}
+#: what ``tables`` must never import of its chapter: it is pure, and below the study
+TABLES_NEVER = {"study", "bench", "verdicts"}
+
+
+def chapter_ids() -> list[str]:
+    return sorted(p.parent.name for p in PAPERS.glob("*/__init__.py"))
+
+
+def own_imports(chapter: str, part: str, edges: dict[str, set[str]] | None = None) -> set[str]:
+    """The parts of its own chapter that ``acl26.papers.<chapter>.<part>`` imports (its package's
+    ``__init__`` counted as ``"__init__"``), from the static graph."""
+    edges = graph() if edges is None else edges
+    pkg = f"acl26.papers.{chapter}"
+    out = set()
+    for target in edges[f"{pkg}.{part}"]:
+        if target == pkg:
+            out.add("__init__")
+        elif target.startswith(pkg + "."):
+            out.add(target[len(pkg) + 1:].split(".")[0])
+    return out
+
+
+def test_there_are_chapters_to_check():
+    assert {"lopt", "sherry", "alloc_moe", "model_interpolation", "mta", "models"} <= set(chapter_ids())
+
+
+@pytest.mark.parametrize("chapter", chapter_ids())
+def test_every_chapter_has_the_same_parts(chapter):
+    missing = [p for p in PARTS if not (PAPERS / chapter / f"{p}.py").is_file()]
+    assert not missing, f"{chapter}: missing {', '.join(f'{p}.py' for p in missing)} (CONTRIBUTING.md shows the shape)"
+
+
+@pytest.mark.parametrize("chapter", chapter_ids())
+def test_verdicts_import_only_the_spec_and_the_tables(chapter):
+    got = own_imports(chapter, "verdicts")
+    assert got <= ALLOWED["verdicts"], f"acl26.papers.{chapter}.verdicts imports {sorted(got - ALLOWED['verdicts'])} " \
+        "of its chapter; it may import only spec and tables"
+
+
+@pytest.mark.parametrize("chapter", chapter_ids())
+def test_tables_never_import_the_study(chapter):
+    got = own_imports(chapter, "tables") & (TABLES_NEVER | {"__init__"})
+    assert not got, f"acl26.papers.{chapter}.tables imports {sorted(got)}: tables are pure functions below the study"
+
+
+@pytest.mark.parametrize("chapter", chapter_ids())
+def test_only_bench_defines_the_benchmarks_hook(chapter):
+    """``benchmarks`` is the name of one thing: a chapter's ``Chapter.benchmarks`` hook, in its bench.py."""
+    defining = sorted(p.stem for p in (PAPERS / chapter).glob("*.py")
+                      if any(isinstance(n, ast.FunctionDef) and n.name == "benchmarks"
+                             for n in ast.parse(p.read_text()).body))
+    assert defining == ["bench"], f"{chapter}: `benchmarks` is defined in {defining}"
+
+
+def test_the_import_rule_sees_a_verdicts_to_study_arrow(tmp_path):
+    """On a made-up chapter: verdicts importing the study (lazily) and tables importing the study are caught."""
+    pkg = tmp_path / "acl26"
+    ch = pkg / "papers" / "demo"
+    ch.mkdir(parents=True)
+    for f in (pkg / "__init__.py", pkg / "papers" / "__init__.py", ch / "__init__.py", ch / "spec.py", ch / "study.py"):
+        f.write_text("")
+    (ch / "tables.py").write_text("from acl26.papers.demo.study import run_experiments\n")
+    (ch / "verdicts.py").write_text("from acl26.papers.demo import spec, tables\n"
+                                    "def f():\n    from acl26.papers.demo import study\n")
+    edges = graph({pkg: "acl26"})
+    assert own_imports("demo", "verdicts", edges) == {"spec", "tables", "study"}
+    assert own_imports("demo", "tables", edges) == {"study"}
