@@ -328,3 +328,52 @@ def test_the_checkouts_kernels_folder_never_poses_as_the_hub_kernels_package():
                            "from transformers import AutoConfig, LlamaConfig; from transformers.activations import ACT2FN"],
                           cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+#: calls a notebook cell must not make: they compute an interval, a statistic or a metric, which is the
+#: work of the chapter's tables (issue 42, point 1). Names of functions (any module) and of methods.
+COMPUTING_CALLS = {"paired_bootstrap", "seed_interval", "repeat_range", "two_level_bootstrap", "over_half_width",
+                   "noisy", "bootstrap", "median", "mean", "std", "var", "percentile", "quantile", "agg",
+                   "aggregate", "describe", "interval", "mean_interval", "sem", "nanmean", "nanmedian", "cumsum"}
+
+
+def computing_calls(source: str) -> list[str]:
+    """The calls in ``source`` (a code cell) that compute a statistic (:data:`COMPUTING_CALLS`), by name."""
+    import ast
+
+    tree = ast.parse("\n".join(ln for ln in source.splitlines() if not ln.lstrip().startswith(("%", "!"))))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+            if name in COMPUTING_CALLS:
+                found.append(ast.unparse(f))
+    return found
+
+
+@pytest.mark.parametrize("pid", list(registry.CHAPTERS))
+def test_no_notebook_cell_computes_an_interval_or_a_metric(pid):
+    """The notebook shows what the chapter's tables return; the metrics it saves come from tables too."""
+    import ast
+
+    import nbformat
+
+    nb = nbformat.read(ROOT / registry.get(pid).notebook, as_version=4)
+    cells = [c.source for c in nb.cells if c.cell_type == "code" and "parameters" not in c.metadata.get("tags", [])]
+    bad = {i: computing_calls(src) for i, src in enumerate(cells) if computing_calls(src)}
+    assert not bad, f"{pid}: code cells compute statistics the chapter's tables should return: {bad}"
+    saves = [node for src in cells for node in ast.walk(ast.parse(src)) if isinstance(node, ast.Call)
+             and isinstance(node.func, ast.Attribute) and node.func.attr == "save"
+             and isinstance(node.func.value, ast.Name) and node.func.value.id == "ledger"]
+    assert len(saves) == 1, f"{pid}: one ledger.save call, found {len(saves)}"
+    metrics = [k.value for k in saves[0].keywords if k.arg == "metrics"]
+    for m in metrics:
+        assert isinstance(m, ast.Call) and isinstance(m.func, ast.Attribute) and isinstance(m.func.value, ast.Name) \
+            and m.func.value.id == "tables", f"{pid}: ledger.save's metrics must be tables.<fn>(...), got {ast.unparse(m)}"
+
+
+def test_the_cell_scan_finds_statistics():
+    assert computing_calls("iv = stats.paired_bootstrap(a, b)\nx = df.agg(['mean'])\ny = np.median(t)") == \
+        ["stats.paired_bootstrap", "df.agg", "np.median"]
+    assert computing_calls("display(tables.seed_spread(res['seeds']))\nsns.lineplot(data=d)") == []
