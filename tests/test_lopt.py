@@ -286,7 +286,7 @@ def test_unigram_without_pre_tokenizer_goes_sequential():
 
 
 def test_speed_summary_and_decomposition_separate_chunking_from_parallelism():
-    from acl26.papers.lopt import study
+    from acl26.papers.lopt import tables
 
     rows = []
     for rep, (seq, one, two) in enumerate([(6.0, 3.0, 1.5), (6.2, 3.1, 1.6), (5.8, 2.9, 1.4)]):
@@ -296,10 +296,10 @@ def test_speed_summary_and_decomposition_separate_chunking_from_parallelism():
                       split=0.01, encode=one - 0.02, merge=0.01, same=True),
                  dict(tokenizer="t", n_chars=10_000_000, repeat=rep, method="lopt", workers=2, total=two,
                       split=0.01, encode=two - 0.02, merge=0.01, same=True)]
-    summary = study.speed_summary(rows)
+    summary = tables.speed_summary(rows)
     two_w = next(r for r in summary if r["method"] == "lopt" and r["workers"] == 2)
     assert two_w["total"] == 1.5 and two_w["speed-up"] == pytest.approx(4.0)
-    (d,) = study.decomposition(summary)
+    (d,) = tables.decomposition(summary)
     assert d["speedup"] == pytest.approx(4.0) and d["chunking"] == pytest.approx(2.0) and d["parallel"] == pytest.approx(2.0)
     assert d["chunking"] * d["parallel"] == pytest.approx(d["speedup"])
     assert "already 2.00× faster" in d["reading"] and "at most the worker count" in d["reading"]

@@ -111,12 +111,12 @@ def test_paper_rule_is_decided_in_the_paper_regime_and_the_rest_shown_apart():
 
 
 def test_regime_table_splits_by_overlap_over_longest_piece():
-    from acl26.papers.lopt import study
+    from acl26.papers.lopt import tables
 
     rows = [dict(method="lopt-paper-rule", exact=True, overlap_chars=512, longest_piece=40),
             dict(method="lopt-paper-rule", exact=False, overlap_chars=8, longest_piece=40),
             dict(method="lopt-paper-rule", exact=True, overlap_chars=40, longest_piece=40)]
-    table = {t["regime"]: t for t in study.regime_table(rows)}
+    table = {t["regime"]: t for t in tables.regime_table(rows)}
     inside = [k for k in table if k.startswith("paper")]
     assert len(inside) == 1 and table[inside[0]]["runs"] == 1 and table[inside[0]]["exact"] == 1.0
     assert sum(t["runs"] for t in table.values()) == 3  # equal length is outside: "longer than" (lopt.md)

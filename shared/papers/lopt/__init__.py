@@ -6,13 +6,14 @@ The documented API::
     ids = lopt.encode(tokenizer, text)   # identical to tokenizer.encode(text, add_special_tokens=False)
 
 :mod:`.method` is the method, :mod:`.baselines` the lossy schemes it is compared with,
-:mod:`.spec` the chapter's parameters and claims, :mod:`.study` its experiments, :mod:`.verdicts` its
-verdicts, :mod:`.bench` its benchmarks.
+:mod:`.spec` the chapter's parameters and claims, :mod:`.study` its experiments (:mod:`.inputs` the texts
+they and the benchmarks encode), :mod:`.tables` their results as rows, intervals and metrics, :mod:`.verdicts`
+its verdicts, :mod:`.bench` its benchmarks.
 """
 
 from acl26.chapter import Chapter
 from acl26.papers.lopt import bench as _bench
-from acl26.papers.lopt import spec, study, verdicts  # noqa: F401  (study: the chapter's experiments)
+from acl26.papers.lopt import spec, study, tables, verdicts  # noqa: F401  (the experiments, their tables)
 from acl26.papers.lopt.baselines import encode_delimiter, encode_naive, encode_overlap_ids
 from acl26.papers.lopt.method import (DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS, POOLS, Stats, backend, chunk_spans,
                                       default_workers, encode, sequential_ids, validate_settings)

@@ -19,7 +19,7 @@ import numpy as np
 from acl26 import checks, stats, texts, timing, tokenization
 from acl26.papers.lopt import method as lopt
 from acl26.papers.lopt import spec
-from acl26.papers.lopt.study import text_of_length
+from acl26.papers.lopt.inputs import text_of_length
 
 DEFAULT_WORKERS = 2
 

@@ -120,8 +120,8 @@ _PAPER_RULE = ("abstract, §4 (exact match); the cut rule of the vllm-ascend por
                "(vllm_ascend/tokenization/lopt_tokenizer.py, _find_position_overlap)")
 
 #: the regime in which exactness is claimed (/work/shared/papers/lopt.md, from the port's notes): overlaps *longer*
-#: than the longest pre-token piece of the text (study.longest_piece, study.in_regime). Runs outside it are shown
-#: apart, by overlap ÷ longest piece (study.regime_table), and decide nothing. A tokenizer whose pre-tokenizer does
+#: than the longest pre-token piece of the text (study.longest_piece, tables.in_regime). Runs outside it are shown
+#: apart, by overlap ÷ longest piece (tables.regime_table), and decide nothing. A tokenizer whose pre-tokenizer does
 #: not split (SentencePiece: LLaMA-2, Mistral) has one piece, the whole text: its runs are all outside.
 PAPER_REGIME = "overlap longer than the longest pre-token piece"
 

@@ -1,13 +1,13 @@
-"""LoPT chapter (ACL 2026, arXiv 2511.04952): parameters, claims, experiments, and the verdicts.
+"""LoPT chapter (ACL 2026, arXiv 2511.04952): the experiments.
 
 The method is :mod:`acl26.papers.lopt.method`, its baselines :mod:`acl26.papers.lopt.baselines`,
-the benchmarks behind ``acl26 bench lopt`` :mod:`acl26.papers.lopt.bench`. This module holds what
-the notebook ``notebooks/lopt.ipynb`` runs: the exactness study (every method x tokenizer x text,
+the benchmarks behind ``acl26 bench lopt`` :mod:`acl26.papers.lopt.bench`. This module runs what
+the notebook ``notebooks/lopt.ipynb`` shows: the exactness study (every method x tokenizer x text,
 at the default settings on whole texts and at many random chunk/overlap settings on slices), the
-speed study (text length x workers, split into split / encode / merge) and its decomposition into
-the gain of chunking and the gain of parallelism, the overlap sweep (how often neighbours never
-agree), and :func:`run`, all of them, which is what :func:`.verdicts.record_claims` reads. The
-parameters and the claims are :mod:`.spec`.
+speed study (text length x workers, split into split / encode / merge), the overlap sweep (how
+often neighbours never agree), and :func:`run_experiments`, all of them, which is what
+:func:`.verdicts.record_claims` reads. The parameters and the claims are :mod:`.spec`; the results
+as rows, intervals and the saved metrics are :mod:`.tables`.
 """
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ import numpy as np
 
 from acl26 import texts, timing, tokenization
 from acl26.papers.lopt import baselines, method as lopt
-from acl26.papers.lopt.spec import CLAIMS, METHODS, SPEC  # noqa: F401  (re-exported: study.SPEC, study.CLAIMS)
+from acl26.papers.lopt.inputs import text_of_length
 
 
 # --------------------------------------------------------------------------------------------
-# methods
+# one run: a method's ids against sequential encoding, and the text's longest pre-token piece
 
 
 def run_method(method: str, tok, text: str, chunk_chars: int, overlap_chars: int, workers: int | None = None):
-    """Encode with one of :data:`METHODS`; returns ``(ids, stats or None)``."""
+    """Encode with one of :data:`.spec.METHODS`; returns ``(ids, stats or None)``."""
     if method == "lopt":
         return lopt.encode(tok, text, chunk_chars=chunk_chars, overlap_chars=overlap_chars,
                            workers=workers, return_stats=True)
@@ -83,40 +83,6 @@ def longest_piece(tok, text: str) -> int:
         if len(t.content) > longest and t.content in text:
             longest = len(t.content)
     return longest
-
-
-def in_regime(row: dict) -> bool:
-    """The run's overlap is longer than the longest pre-token piece of its text (the paper's regime)."""
-    return row.get("longest_piece") is not None and row["overlap_chars"] > row["longest_piece"]
-
-
-#: the regimes :func:`regime_table` reports, by overlap ÷ longest pre-token piece (upper bounds, inclusive)
-REGIMES = ((0.1, "outside: overlap ≤ 0.1 × longest piece"), (0.5, "outside: 0.1–0.5 × longest piece"),
-           (1.0, "outside: 0.5–1 × longest piece (equal included)"))
-PAPER_REGIME = "paper's regime: overlap > longest piece"
-
-
-def regime_of(row: dict) -> str:
-    if in_regime(row):
-        return PAPER_REGIME
-    ratio = row["overlap_chars"] / max(1, row.get("longest_piece") or 0) if row.get("longest_piece") else 0.0
-    return next((label for hi, label in REGIMES if ratio <= hi), REGIMES[-1][1])
-
-
-def regime_table(rows: list[dict]) -> list[dict]:
-    """Exact-match rate of runs by regime (overlap ÷ longest pre-token piece): the paper's regime, where its
-    exactness claim is decided, and the settings outside it, shown apart (a table, not a verdict)."""
-    out = {}
-    for r in rows:
-        t = out.setdefault(regime_of(r), dict(regime=regime_of(r), runs=0, merged=0, exact_runs=0))
-        t["runs"] += 1
-        t["merged"] += not r.get("sequential", False)
-        t["exact_runs"] += bool(r["exact"])
-    order = [PAPER_REGIME] + [label for _, label in reversed(REGIMES)]
-    table = [out[k] for k in order if k in out]
-    for t in table:
-        t["exact"] = t.pop("exact_runs") / t["runs"]
-    return table
 
 
 def _row(tokenizer, text_name, method, setting, chunk, overlap, n_chars, ref, ids, stats):
@@ -212,6 +178,19 @@ def mismatch_example(tokenizer: str, text_name: str, method: str, chunk_chars: i
             "overlap_chars": overlap_chars, "token": k, "sequential": show(ref), "method_output": show(ids)}
 
 
+def mismatch_examples(cases: dict[str, list[dict]]) -> list[dict]:
+    """Per method, the first of its cases (:func:`.tables.mismatch_cases`) that :func:`mismatch_example` decodes
+    (methods with none left out)."""
+    examples = []
+    for tried in cases.values():
+        for kw in tried:
+            eg = mismatch_example(**kw)
+            if eg:
+                examples.append(eg)
+                break
+    return examples
+
+
 def speed(params: dict, progress: bool = True, text_name: str = "sotu", isolate: bool = True) -> list[dict]:
     """Wall time of HF sequential ``encode`` and of LoPT per length and worker count (all repeats).
 
@@ -296,14 +275,6 @@ def _speed_job(job: tuple, settings: tuple) -> list[dict]:
     return rows
 
 
-def text_of_length(base: str, n: int) -> str:
-    """``base`` cut or repeated to exactly ``n`` characters."""
-    if n <= len(base):
-        return base[:n]
-    reps = -(-n // len(base))
-    return (base * reps)[:n]
-
-
 def overlap_sweep(params: dict, progress: bool = True) -> list[dict]:
     """How often neighbouring chunks never agree (first round), and what growing makes of it."""
     from tqdm import tqdm
@@ -326,112 +297,6 @@ def overlap_sweep(params: dict, progress: bool = True) -> list[dict]:
                              fallback=st.fallback, sequential=st.sequential, exact=ids == ref,
                              longest_piece=longest[(tname, xname)]))
     return rows
-
-
-# --------------------------------------------------------------------------------------------
-# the speed study, summarised: medians, speed-ups, and chunking against parallelism
-
-
-def speed_summary(rows: list[dict]) -> list[dict]:
-    """Median times per (tokenizer, length, method, workers) of :func:`speed` rows, with the speed-up
-    over sequential ``encode`` and the merge share of LoPT's wall time."""
-    import pandas as pd
-
-    sp = pd.DataFrame(rows)
-    parts = [c for c in ("total", "split", "encode", "merge", "match", "assemble") if c in sp.columns]
-    med = sp.groupby(["tokenizer", "n_chars", "method", "workers"])[parts].median().reset_index()
-    seq = med[med.method == "sequential"].set_index(["tokenizer", "n_chars"])["total"]
-    labels = {"sequential": "HF tokenizer.encode (sequential)", "backend": "backend encode, whole text (sequential)"}
-    med["label"] = [labels.get(m, f"LoPT, {w} worker(s)") for m, w in zip(med.method, med.workers)]
-    med["speed-up"] = [seq[(t, n)] / tot for t, n, tot in zip(med.tokenizer, med.n_chars, med.total)]
-    if (med.method == "backend").any():
-        bk = med[med.method == "backend"].set_index(["tokenizer", "n_chars"])["total"]
-        med["speed-up over backend"] = [bk.get((t, n), float("nan")) / tot
-                                        for t, n, tot in zip(med.tokenizer, med.n_chars, med.total)]
-    med["merge share"] = med["merge"] / med["total"]
-    return med.to_dict("records")
-
-
-def decomposition(summary: list[dict]) -> list[dict]:
-    """At the longest length timed, per tokenizer: the total speed-up of LoPT at the most workers
-    over sequential ``encode``, split into chunking alone (sequential over LoPT with 1 worker)
-    and the parallel gain (1 worker over the most workers), with a sentence reading each."""
-    if not summary:
-        return []
-    top = max(r["n_chars"] for r in summary)
-    wmax = max(r["workers"] for r in summary if r["method"] == "lopt")
-    out = []
-    for tname in dict.fromkeys(r["tokenizer"] for r in summary):
-        t = {(r["method"], r["workers"]): r["total"] for r in summary
-             if r["tokenizer"] == tname and r["n_chars"] == top}
-        seq, many, one = t[("sequential", 1)], t[("lopt", wmax)], t.get(("lopt", 1))
-        bk = t.get(("backend", 1))
-        row = dict(tokenizer=tname, n_chars=top, workers=wmax, sequential_s=seq, backend_s=bk, lopt_1_s=one,
-                   lopt_s=many, speedup=seq / many, speedup_backend=bk / many if bk else None,
-                   chunking=None, parallel=None, reading="")
-        if one is not None and wmax >= 2:
-            row["chunking"], row["parallel"] = seq / one, one / many
-            if row["chunking"] > 1.05:
-                text = (f"one worker on the same chunks is already {row['chunking']:.2f}× faster than sequential "
-                        "encode, so the sequential encoder is slower per character on one long string than on chunks")
-            else:
-                text = f"chunking alone changes little ({row['chunking']:.2f}×); the speed-up is parallelism"
-            if row["parallel"] <= wmax * 1.05:
-                text += f"; parallel gain {row['parallel']:.2f}× with {wmax} workers (at most the worker count, as it must be)."
-            else:
-                text += (f"; parallel gain {row['parallel']:.2f}× with {wmax} workers, above the worker count: the "
-                         "one-worker runs were slowed by something other than parallelism (run-to-run noise on this "
-                         "shared machine, or memory allocation); read the decomposition as approximate.")
-            row["reading"] = text
-        out.append(row)
-    return out
-
-
-def parallel_factors(rows: list[dict]) -> dict[str, dict]:
-    """Per tokenizer, at the longest length timed, per repeat (the same repeat's runs are paired; their order
-    rotated with the repeat, :func:`_speed_job`), with the median and range over repeats
-    (:func:`acl26.stats.repeat_range`):
-
-    * ``parallel``: LoPT with 1 worker over LoPT with the most workers (what parallelism adds);
-    * ``parallel_2``: the same, 1 → 2 workers; ``faster_2``: ``tokenizer.encode`` over LoPT with 2 workers;
-    * ``speedup`` / ``speedup_backend``: ``tokenizer.encode`` / the backend's encode over LoPT with the most
-      workers;
-    * ``match_share``: the cut search's share of LoPT's wall time with 2 workers (the merge proper), and
-      ``assemble_share``, assembling the output ids, timed apart (rows without them: None).
-    """
-    from acl26 import stats
-
-    if not rows:
-        return {}
-    top = max(r["n_chars"] for r in rows)
-    wmax = max(r["workers"] for r in rows if r["method"] == "lopt")
-    out = {}
-    for tname in dict.fromkeys(r["tokenizer"] for r in rows):
-        by_rep: dict[int, dict] = {}
-        for r in rows:
-            if r["tokenizer"] == tname and r["n_chars"] == top:
-                by_rep.setdefault(r["repeat"], {})[(r["method"], r["workers"])] = r
-        vals: dict[str, list] = {k: [] for k in ("parallel", "parallel_2", "faster_2", "speedup", "speedup_backend",
-                                                 "match_share", "assemble_share")}
-        for t in by_rep.values():
-            tot = {k: v["total"] for k, v in t.items()}
-            if ("lopt", 1) in tot and ("lopt", wmax) in tot and wmax >= 2:
-                vals["parallel"].append(tot[("lopt", 1)] / tot[("lopt", wmax)])
-            if ("lopt", 1) in tot and ("lopt", 2) in tot:
-                vals["parallel_2"].append(tot[("lopt", 1)] / tot[("lopt", 2)])
-            if ("sequential", 1) in tot and ("lopt", 2) in tot:
-                vals["faster_2"].append(tot[("sequential", 1)] / tot[("lopt", 2)])
-            if ("sequential", 1) in tot and ("lopt", wmax) in tot:
-                vals["speedup"].append(tot[("sequential", 1)] / tot[("lopt", wmax)])
-            if ("backend", 1) in tot and ("lopt", wmax) in tot:
-                vals["speedup_backend"].append(tot[("backend", 1)] / tot[("lopt", wmax)])
-            two = t.get(("lopt", 2))
-            if two is not None and two.get("match") is not None and two["total"] > 0:
-                vals["match_share"].append(two["match"] / two["total"])
-                vals["assemble_share"].append(two.get("assemble", 0.0) / two["total"])
-        out[tname] = dict(n_chars=top, workers=wmax,
-                          **{k: stats.repeat_range(v) if v else None for k, v in vals.items()})
-    return out
 
 
 def run_experiments(params: dict, progress: bool = True) -> dict:

@@ -1,7 +1,8 @@
 """LoPT chapter (ACL 2026, arXiv 2511.04952): the verdicts, decided from the study's results.
 
 :func:`record_claims` turns what :func:`acl26.papers.lopt.study.run_experiments` returned into the ledger's
-verdicts; the tests feed it synthetic results, a holding and a failing case per claim.
+verdicts, reading the results through :mod:`.tables`; the tests feed it synthetic results, a holding and a
+failing case per claim.
 """
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from acl26 import claims as C
-from acl26.papers.lopt.study import in_regime, parallel_factors
+from acl26.papers.lopt import spec
+from acl26.papers.lopt.tables import in_regime, parallel_factors
+
 
 def _rate(rows: list[dict], key: str = "exact") -> float:
     return float(np.mean([bool(r[key]) for r in rows])) if rows else float("nan")
@@ -28,22 +31,20 @@ def _per_tok_text(per_tok: dict, test, fmt) -> str:
 def record_claims(ledger: C.Ledger, results: dict) -> None:
     """Decide every LoPT claim from the study's results.
 
-    ``results``: ``exactness`` (rows of :func:`exactness`), ``sweep`` (rows of
-    :func:`overlap_sweep`), ``speed`` (rows of :func:`speed`).
+    ``results``: ``exactness`` (rows of :func:`.study.exactness`), ``sweep`` (rows of
+    :func:`.study.overlap_sweep`), ``speed`` (rows of :func:`.study.speed`).
 
     * Exactness is decided over the runs that really merged chunks, with their count; runs that
       went sequential (texts shorter than two chunks, fallbacks) are counted apart: their output is
       the sequential encoding by construction. The paper's rule (the vllm-ascend port's) is decided in
-      the paper's regime (:func:`study.in_regime`: the overlap longer than the longest pre-token piece);
+      the paper's regime (:func:`.tables.in_regime`: the overlap longer than the longest pre-token piece);
       runs outside it are counted in the note and shown by regime in the notebook, not decided on.
     * The lossy baselines are decided on the regex-BPE tokenizers (``pretokenized`` rows); on a
       SentencePiece tokenizer every chunk starts with "▁", which the fact ``sp_prefix`` records.
     * The speed rows are decided at the longest length timed (at least :data:`spec.SPEED_CHARS`), per
-      tokenizer on the range over repeats of same-repeat ratios (:func:`study.parallel_factors`), every
+      tokenizer on the range over repeats of same-repeat ratios (:func:`.tables.parallel_factors`), every
       tokenizer required (:func:`acl26.claims.deciding`).
     """
-    from acl26.papers.lopt import spec
-
     ex, sw, sp = results["exactness"], results["sweep"], results["speed"]
     lopt_rows = ([r for r in ex if r["method"] == "lopt"] + [r for r in sw if r["rule"] == "piece"]
                  + [{"exact": r["same"], "sequential": r.get("sequential_fallback", False)} for r in sp
@@ -116,8 +117,6 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
 
 
 def _record_speed(ledger: C.Ledger, sp: list[dict]) -> None:
-    from acl26.papers.lopt import spec
-
     ids = ("faster_2w", "speedup", "merge_cheap", "speedup_many_cores")
     if not sp:
         for cid in ids:
