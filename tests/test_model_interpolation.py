@@ -10,7 +10,7 @@ import torch
 from acl26 import claims as C
 from acl26.papers.model_interpolation import merge as M
 from acl26.papers.model_interpolation import rollout as R
-from acl26.papers.model_interpolation import study, verdicts
+from acl26.papers.model_interpolation import ablation, spec, stages, study, tables, verdicts
 from cases.model_interpolation import rec as _rec, synthetic as _synthetic
 
 
@@ -304,21 +304,21 @@ def test_sampling_respects_top_k_and_top_p():
 
 def test_band_and_width():
     lams = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
-    assert study.band(lams, [0, 0, 0.05, 0.5, 0.95, 1]) == (0.4, 0.8)
-    assert study.band(lams, [0, 0, 0, 0.3, 0.5, 0.6]) is None
+    assert stages.band(lams, [0, 0, 0.05, 0.5, 0.95, 1]) == (0.4, 0.8)
+    assert stages.band(lams, [0, 0, 0, 0.3, 0.5, 0.6]) is None
     m = np.array([[0, 0, 0, 1, 1, 1], [0, 0, 0, 0, 1, 1]], dtype=float)
     # mean curve 0, 0, 0, .5, 1, 1: 10% reached at 0.4 + 0.2 * 0.2 = 0.44, 90% at 0.6 + 0.2 * 0.8 = 0.76
-    assert study.band_width(lams, m) == pytest.approx(0.32)
-    assert study.band_width(lams, np.zeros((2, 6))) == study.NEVER
-    assert study.band_width(lams, np.ones((2, 6))) == study.NEVER  # starts high: no rise
-    assert study.band_width(lams, np.array([[0.5, 0.5, 1, 1, 1, 1]])) == study.NEVER
-    assert study.fine_grid(lams, [0, 0, 0.2, 0.6, 1, 1], 3) == [0.45, 0.5, 0.55]
-    assert study.fine_grid(lams, [0, 0, 0, 0, 0, 0], 3) == []
+    assert tables.band_width(lams, m) == pytest.approx(0.32)
+    assert tables.band_width(lams, np.zeros((2, 6))) == tables.NEVER
+    assert tables.band_width(lams, np.ones((2, 6))) == tables.NEVER  # starts high: no rise
+    assert tables.band_width(lams, np.array([[0.5, 0.5, 1, 1, 1, 1]])) == tables.NEVER
+    assert stages.fine_grid(lams, [0, 0, 0.2, 0.6, 1, 1], 3) == [0.45, 0.5, 0.55]
+    assert stages.fine_grid(lams, [0, 0, 0, 0, 0, 0], 3) == []
 
 
 def test_record_claims_on_a_clear_three_stage_curve():
     res = _synthetic()
-    led = C.Ledger("model_interpolation", "test", list(study.CLAIMS))
+    led = C.Ledger("model_interpolation", "test", list(spec.CLAIMS))
     verdicts.record_claims(led, res)
     v = {cid: e.holds for cid, e in led.entries.items()}
     assert res["band"] == (0.4, 0.6)
@@ -337,7 +337,7 @@ def test_a_curve_that_starts_high_does_not_rise():
     res = _synthetic()
     n = len(res["sweep"][0.0]["correct"])
     res["sweep"] = {lam: _rec(r["correct"], [[True] * 4] * n, r["tokens"], 4) for lam, r in res["sweep"].items()}
-    led = C.Ledger("model_interpolation", "test", list(study.CLAIMS))
+    led = C.Ledger("model_interpolation", "test", list(spec.CLAIMS))
     verdicts.record_claims(led, res)
     assert led.entries["think_sigmoid"].holds == C.FAILS
 
@@ -348,17 +348,16 @@ def test_beats_merging_needs_every_baseline(density):
     res = _synthetic()
     best = res["sweep"][0.8]
     # one TIES as good as the best λ: that comparison is not a win
-    res["variants"][study.ties_name(density)] = _rec(best["correct"], best["think"], best["tokens"], 4)
-    led = C.Ledger("model_interpolation", "test", list(study.CLAIMS))
+    res["variants"][spec.ties_name(density)] = _rec(best["correct"], best["think"], best["tokens"], 4)
+    led = C.Ledger("model_interpolation", "test", list(spec.CLAIMS))
     verdicts.record_claims(led, res)
     assert led.entries["beats_merging"].holds == C.FAILS
-    assert f"decided on the least favourable comparison ({study.ties_name(density)})" in led.entries["beats_merging"].note
+    assert f"decided on the least favourable comparison ({spec.ties_name(density)})" in led.entries["beats_merging"].note
 
 
 def test_endpoint_error_sees_nan():
     a = {"w": torch.tensor([1.0, float("nan")])}
-    pair = {"instruct": a, "thinking": {"w": torch.tensor([2.0, float("nan")])}}
-    assert study.endpoint_error(pair) == 0.0  # NaN at the same place on both sides is the same tensor
+    assert M.endpoint_error(a, {"w": torch.tensor([2.0, float("nan")])}) == 0.0  # NaN at the same place on both sides is the same tensor
 
 
 def test_record_claims_fail_when_nothing_happens():
@@ -368,7 +367,7 @@ def test_record_claims_fail_when_nothing_happens():
     res.update(sweep=flat, decisive={lam: flat[lam] for lam in (0.0, 1.0)}, band=None, grid_lambda=None,
                ablation_lambda=None, best_lambda=None, grid=[], grid_default=None, grid_control=None)
     res["variants"] = {k: v for k, v in res["variants"].items() if not k.startswith("λ")}
-    led = C.Ledger("model_interpolation", "test", list(study.CLAIMS))
+    led = C.Ledger("model_interpolation", "test", list(spec.CLAIMS))
     verdicts.record_claims(led, res)
     v = {cid: e.holds for cid, e in led.entries.items()}
     assert v["think_sigmoid"] == C.FAILS and v["thinking_thinks"] == C.FAILS
@@ -382,22 +381,22 @@ def test_record_claims_fail_when_nothing_happens():
 
 
 def test_ablations_are_decided_past_the_band_by_the_papers_offset():
-    assert study.ablation_lambda((0.4, 0.6), 0.2) == 0.8  # the paper: band 0.4 → 0.6, ablations at 0.8
-    assert study.ablation_lambda((0.7, 0.8), 0.2) == 1.0
-    assert study.ablation_lambda((0.8, 0.9), 0.2) is None  # no room past the band
-    assert study.ablation_lambda(None, 0.2) is None
+    assert stages.ablation_lambda((0.4, 0.6), 0.2) == 0.8  # the paper: band 0.4 → 0.6, ablations at 0.8
+    assert stages.ablation_lambda((0.7, 0.8), 0.2) == 1.0
+    assert stages.ablation_lambda((0.8, 0.9), 0.2) is None  # no room past the band
+    assert stages.ablation_lambda(None, 0.2) is None
     # the λ compared with Thinking is the same point, accuracy-blind, and below 1 (λ = 1 is Thinking)
-    assert study.best_lambda((0.4, 0.6), 0.2) == 0.8 and study.best_lambda((0.7, 0.8), 0.2) is None
-    assert study.best_lambda((0.45, 0.633333), 0.2) == 0.833333
+    assert stages.best_lambda((0.4, 0.6), 0.2) == 0.8 and stages.best_lambda((0.7, 0.8), 0.2) is None
+    assert stages.best_lambda((0.45, 0.633333), 0.2) == 0.833333
     res = _synthetic()
-    res["variants"][study.SKIP_MLP] = res["variants"][study.SKIP_ATTN]
-    led = C.Ledger("model_interpolation", "test", list(study.CLAIMS))
+    res["variants"][spec.SKIP_MLP] = res["variants"][spec.SKIP_ATTN]
+    led = C.Ledger("model_interpolation", "test", list(spec.CLAIMS))
     verdicts.record_claims(led, res)
     assert led.entries["mlp_drives"].holds == C.FAILS  # a difference of exactly 0 is not > 0, where parts can think
     assert "λ 0.8, the band's end 0.6 + 0.2" in led.entries["mlp_drives"].note
     res = _synthetic()
     res.update(ablation_lambda=None, band=(0.8, 0.9))
-    led = C.Ledger("model_interpolation", "test", list(study.CLAIMS))
+    led = C.Ledger("model_interpolation", "test", list(spec.CLAIMS))
     verdicts.record_claims(led, res)
     assert led.entries["late_layers"].holds == C.UNTESTED and "past λ = 1" in led.entries["late_layers"].note
 
@@ -428,13 +427,13 @@ def test_load_into_accepts_only_tied_omissions():
 
 def test_spec_checks():
     with pytest.raises(ValueError, match="best_lambda"):  # no longer a parameter: the band's end + the offset
-        study.SPEC.resolve("book", {"best_lambda": 0.75})
+        spec.SPEC.resolve("book", {"best_lambda": 0.75})
     with pytest.raises(ValueError, match="T 0.6, top-p 0.95"):
-        study.SPEC.resolve("book", {"grid_top_ps": [0.8, 0.9]})
+        spec.SPEC.resolve("book", {"grid_top_ps": [0.8, 0.9]})
     with pytest.raises(ValueError, match="lambdas"):
-        study.SPEC.resolve("book", {"lambdas": [0.2, 1.0]})
+        spec.SPEC.resolve("book", {"lambdas": [0.2, 1.0]})
     with pytest.raises(ValueError, match="instruct and thinking"):
-        study.SPEC.resolve("book", {"instruct": "/x"})
+        spec.SPEC.resolve("book", {"instruct": "/x"})
 
 
 # ---- the local-checkpoint path (e.g. the Qwen3-4B pair), on two tiny checkpoints saved to disk
@@ -447,7 +446,7 @@ def _saved_trio(tmp_path, model_cls, cfg, tok, *, seed: int, **overrides) -> dic
         torch.manual_seed(seed + i)
         model_cls(cfg).save_pretrained(tmp_path / name)
         tok.save_pretrained(tmp_path / name)
-    return study.SPEC.resolve("smoke", {"instruct": str(tmp_path / "instruct"), "thinking": str(tmp_path / "thinking"),
+    return spec.SPEC.resolve("smoke", {"instruct": str(tmp_path / "instruct"), "thinking": str(tmp_path / "thinking"),
                                         "base": str(tmp_path / "base"), **overrides})
 
 
@@ -471,14 +470,14 @@ def test_study_on_local_checkpoints(tmp_path, monkeypatch):
     assert all(len(r["correct"]) == P["eval_problems"] for r in res["sweep"].values())
     # the sweep's record at a decisive λ is that λ's power record cut to the sweep's problems
     assert res["sweep"][1.0]["tokens"] == res["decisive"][1.0]["tokens"][:P["eval_problems"]]
-    assert {"TA", study.ties_name(0.2), study.ties_name(0.8)} <= set(res["variants"])
+    assert {"TA", spec.ties_name(0.2), spec.ties_name(0.8)} <= set(res["variants"])
     if res["ablation_lambda"] is not None:
-        assert set(study.ablations(3)) <= set(res["variants"])
+        assert set(ablation.ablations(3)) <= set(res["variants"])
     assert res["n_layers"] == 3 and res["endpoint_error"] == 0.0 and res["source"].startswith("local checkpoints")
     rec = res["sweep"][1.0]
     assert len(rec["correct"]) == 3 and all(len(r) == P["k"] for r in rec["correct"])
     assert all(1 <= n <= 4 for row in rec["tokens"] for n in row)
-    led = C.Ledger("model_interpolation", "smoke", list(study.CLAIMS), P)
+    led = C.Ledger("model_interpolation", "smoke", list(spec.CLAIMS), P)
     verdicts.record_claims(led, res)
     assert not led.missing()
     # the streamed merge (paper-scale pairs) gives the same merged models, hence the same rollouts
@@ -492,7 +491,7 @@ def test_study_on_local_checkpoints(tmp_path, monkeypatch):
     P2 = dict(P, base="")
     res2 = study.run_experiments(P2, progress=False)
     assert "TA" not in res2["variants"]
-    led2 = C.Ledger("model_interpolation", "smoke", list(study.CLAIMS), P2)
+    led2 = C.Ledger("model_interpolation", "smoke", list(spec.CLAIMS), P2)
     verdicts.record_claims(led2, res2)
     assert led2.entries["beats_merging"].holds == C.UNTESTED
 
@@ -565,7 +564,7 @@ def test_decoding_matters_is_decided_on_the_size_of_the_move():
     hot = res["grid_control"]
     n = len(res["variants"][hot]["correct"])
     res["variants"][hot] = _rec([[True] * 4] * n, res["variants"][hot]["think"], res["variants"][hot]["tokens"], 4)
-    led = C.Ledger("model_interpolation", "test", list(study.CLAIMS))
+    led = C.Ledger("model_interpolation", "test", list(spec.CLAIMS))
     verdicts.record_claims(led, res)
     e = led.entries["decoding_matters"]
     assert e.holds == C.HOLDS and e.ours > 0 and "mirrored" in e.interval.method
@@ -575,11 +574,11 @@ def test_a_cut_off_ablation_makes_only_its_claim_not_testable():
     """A partial merge that rambles to the cap reads as 'not thinking': the module ablation's cut-offs gate
     mlp_drives, and nothing else."""
     res = _synthetic()
-    part = res["variants"][study.SKIP_ATTN]
-    res["variants"][study.SKIP_ATTN] = {**part, "finished": [[False] * 4 for _ in part["correct"]]}
-    led = C.Ledger("model_interpolation", "test", list(study.CLAIMS))
+    part = res["variants"][spec.SKIP_ATTN]
+    res["variants"][spec.SKIP_ATTN] = {**part, "finished": [[False] * 4 for _ in part["correct"]]}
+    led = C.Ledger("model_interpolation", "test", list(spec.CLAIMS))
     verdicts.record_claims(led, res)
-    assert led.entries["cut_off_modules"].holds == C.FAILS and study.SKIP_ATTN in led.entries["cut_off_modules"].shown
+    assert led.entries["cut_off_modules"].holds == C.FAILS and spec.SKIP_ATTN in led.entries["cut_off_modules"].shown
     assert led.entries["mlp_drives"].holds == C.NOT_TESTABLE
     assert led.entries["late_layers"].holds == led.entries["think_sigmoid"].holds == C.HOLDS
 
@@ -590,31 +589,31 @@ def test_variants_run_the_papers_ablations_and_grid(monkeypatch):
     calls = []
     monkeypatch.setattr(study, "evaluate", lambda pair, make, name, items, dec, params, cache_key=None, k=None:
                         calls.append((name, dict(cache_key), k)) or {"label": name})
-    P = study.SPEC.resolve("smoke", {"ties_densities": [0.2, 0.8]})
+    P = spec.SPEC.resolve("smoke", {"ties_densities": [0.2, 0.8]})
     pair = {"base": {}, "base_digest": "b", "n_layers": 3, "instruct": {}, "thinking": {}}
     out = study.variants(pair, ["q"], P, 0.3, 1.0, progress=False)
     keys = {name: key for name, key, _ in calls}
-    assert keys[study.SKIP_ATTN] == {"lam": 1.0, "skip": "attn"} and keys[study.SKIP_MLP] == {"lam": 1.0, "skip": "mlp"}
-    assert keys[study.ONLY_FIRST] == {"lam": 1.0, "skip_layers": [1, 2]}
-    assert keys[study.ONLY_LATE] == {"lam": 1.0, "skip_layers": [0]}
-    assert {study.ties_name(0.2), study.ties_name(0.8), "TA"} <= set(out)
+    assert keys[spec.SKIP_ATTN] == {"lam": 1.0, "skip": "attn"} and keys[spec.SKIP_MLP] == {"lam": 1.0, "skip": "mlp"}
+    assert keys[spec.ONLY_FIRST] == {"lam": 1.0, "skip_layers": [1, 2]}
+    assert keys[spec.ONLY_LATE] == {"lam": 1.0, "skip_layers": [0]}
+    assert {spec.ties_name(0.2), spec.ties_name(0.8), "TA"} <= set(out)
     grid = {name: k for name, _, k in calls if name.startswith("λ 0.3")}
     assert len(grid) == len(P["grid_temperatures"]) * len(P["grid_top_ps"]) + 1
     assert set(grid.values()) == {P["grid_k"]}
-    assert study.control_name(0.3, P["grid_control_temperature"]) in out
+    assert spec.control_name(0.3, P["grid_control_temperature"]) in out
     calls.clear()
     out = study.variants(pair, ["q"], P, None, None, progress=False)  # no band: no ablation, no grid
-    assert not any(k in out for k in study.ablations(3)) and not any(k.startswith("λ") for k in out)
+    assert not any(k in out for k in ablation.ablations(3)) and not any(k.startswith("λ") for k in out)
 
 
 def test_grid_lambda_is_the_last_stage_one_point():
     """The paper's decoding grid is at MI-0.4, a stage-1 model: ours at the band's lower end."""
     lams = [0.0, 0.2, 0.4, 0.5, 0.6, 1.0]
-    assert study.grid_lambda(lams, [0, 0, 0.05, 0.5, 0.95, 1]) == 0.4
-    assert study.grid_lambda(lams, [0, 0, 0.2, 0.5, 0.8, 0.85]) is None  # never ≥ 90%: no band
-    P = study.SPEC.resolve("book", {})
-    assert study.grid_default(0.4, P) == study.grid_name(0.4, 0.6, 0.95)
-    assert study.grid_default(0.0, P) == study.grid_name(0.0, 0.7, 0.8)  # Instruct's own decoding
+    assert stages.grid_lambda(lams, [0, 0, 0.05, 0.5, 0.95, 1]) == 0.4
+    assert stages.grid_lambda(lams, [0, 0, 0.2, 0.5, 0.8, 0.85]) is None  # never ≥ 90%: no band
+    P = spec.SPEC.resolve("book", {})
+    assert study.grid_default(0.4, P) == spec.grid_name(0.4, 0.6, 0.95)
+    assert study.grid_default(0.0, P) == spec.grid_name(0.0, 0.7, 0.8)  # Instruct's own decoding
     assert P["grid_temperatures"] == [0.6, 0.65, 0.7] and P["grid_top_ps"] == [0.8, 0.85, 0.9, 0.95]
 
 
@@ -636,7 +635,7 @@ def test_study_on_a_local_qwen3_pair(tmp_path, monkeypatch):
     res = study.run_experiments(P, progress=False)
     assert sorted(res["sweep"]) == [0.0, 0.5, 0.8, 1.0] and res["n_layers"] == 2
     assert res["endpoint_error"] == 0.0 and res["source"].startswith("local checkpoints")
-    assert {"TA", study.ties_name(0.2)} <= set(res["variants"])
-    led = C.Ledger("model_interpolation", "smoke", list(study.CLAIMS), P)
+    assert {"TA", spec.ties_name(0.2)} <= set(res["variants"])
+    led = C.Ledger("model_interpolation", "smoke", list(spec.CLAIMS), P)
     verdicts.record_claims(led, res)
     assert not led.missing()

@@ -3,7 +3,7 @@
 
 import numpy as np
 
-from acl26.papers.model_interpolation import study
+from acl26.papers.model_interpolation import spec, stages, tables
 
 
 def rec(correct, think, tokens, k):
@@ -29,16 +29,16 @@ def synthetic(n=120, k=4, seed=0):
     false, true = [[False] * k] * n, [[True] * k] * n
     var = {
         "TA": rec((rng.random((n, k)) < 0.3).tolist(), false, [[5] * k] * n, k),
-        study.ties_name(0.2): rec((rng.random((n, k)) < 0.35).tolist(), false, [[6] * k] * n, k),
-        study.ties_name(0.8): rec((rng.random((n, k)) < 0.4).tolist(), false, [[6] * k] * n, k),
+        spec.ties_name(0.2): rec((rng.random((n, k)) < 0.35).tolist(), false, [[6] * k] * n, k),
+        spec.ties_name(0.8): rec((rng.random((n, k)) < 0.4).tolist(), false, [[6] * k] * n, k),
         # the paper's ablations (§5.3): one part left at Instruct, everything else interpolated
-        study.ONLY_FIRST: rec(false, false, [[5] * k] * n, k),
-        study.ONLY_LATE: rec(true, true, [[40] * k] * n, k),
-        study.SKIP_MLP: rec(false, false, [[5] * k] * n, k),
-        study.SKIP_ATTN: rec(true, true, [[40] * k] * n, k),
+        spec.ONLY_FIRST: rec(false, false, [[5] * k] * n, k),
+        spec.ONLY_LATE: rec(true, true, [[40] * k] * n, k),
+        spec.SKIP_MLP: rec(false, false, [[5] * k] * n, k),
+        spec.SKIP_ATTN: rec(true, true, [[40] * k] * n, k),
     }
     # the decoding grid at the band's lower end (0.4): no decoding effect (the default's own rollouts)
-    grid = [study.grid_name(0.4, t, p) for t in (0.6, 0.7) for p in (0.8, 0.95)]
+    grid = [spec.grid_name(0.4, t, p) for t in (0.6, 0.7) for p in (0.8, 0.95)]
     for g in grid:
         var[g] = sw[0.4]
     var["λ 0.4, T 2 (must matter)"] = rec((rng.random((n, k)) < 0.02).tolist(), sw[0.4]["think"], sw[0.4]["tokens"], k)
@@ -48,10 +48,10 @@ def synthetic(n=120, k=4, seed=0):
                     rng.poisson(gsm_tok[lam], (n, k)).tolist(), k) for lam in gsm_acc}
     # the decisive λ (0, the band's ends 0.4 and 0.6, best 0.8 = 0.6 + 0.2, 1): here the sweep's own records
     return {"sweep": sw, "decisive": {lam: sw[lam] for lam in (0.0, 0.4, 0.6, 0.8, 1.0)},
-            "band": study.band(lams, [study.summary(sw[x])["think"] for x in lams]), "grid_lambda": 0.4,
+            "band": stages.band(lams, [tables.summary(sw[x])["think"] for x in lams]), "grid_lambda": 0.4,
             "ablation_lambda": 0.8, "ablation_offset": 0.2, "variants": var,
             "grid": grid, "grid_default": "λ 0.4, T 0.6, top-p 0.95", "grid_control": "λ 0.4, T 2 (must matter)",
-            "ties": [study.ties_name(0.2), study.ties_name(0.8)],
+            "ties": [spec.ties_name(0.2), spec.ties_name(0.8)],
             "gsm8k": gsm, "best_lambda": 0.8, "sigma": 0.02, "sigma_pooled": 0.02, "endpoint_error": 0.0,
             "n_resamples": 499}
 
@@ -82,12 +82,12 @@ FAIL = {
                              _mi_set(r, "decisive", 0.6, correct=[[True, False, False, False]] * len(r["decisive"][0.6]["correct"]))),
     "length_grows": lambda r: _mi_set(r, "decisive", 1.0, tokens=_mi_const(r, "decisive", 1.0, 10)),
     "matches_at_fewer_tokens": lambda r: _mi_set(r, "decisive", 0.8, tokens=_mi_const(r, "decisive", 0.8, 100)),
-    "beats_merging": lambda r: _mi_set(r, "variants", study.ties_name(0.8),
-                                       correct=_mi_const(r, "variants", study.ties_name(0.8), True)),
-    "mlp_drives": lambda r: (_mi_set(r, "variants", study.SKIP_ATTN, think=_mi_const(r, "variants", study.SKIP_ATTN, False)),
-                             _mi_set(r, "variants", study.SKIP_MLP, think=_mi_const(r, "variants", study.SKIP_MLP, True))),
-    "late_layers": lambda r: _mi_set(r, "variants", study.ONLY_LATE,
-                                     think=_mi_const(r, "variants", study.ONLY_LATE, False)),
+    "beats_merging": lambda r: _mi_set(r, "variants", spec.ties_name(0.8),
+                                       correct=_mi_const(r, "variants", spec.ties_name(0.8), True)),
+    "mlp_drives": lambda r: (_mi_set(r, "variants", spec.SKIP_ATTN, think=_mi_const(r, "variants", spec.SKIP_ATTN, False)),
+                             _mi_set(r, "variants", spec.SKIP_MLP, think=_mi_const(r, "variants", spec.SKIP_MLP, True))),
+    "late_layers": lambda r: _mi_set(r, "variants", spec.ONLY_LATE,
+                                     think=_mi_const(r, "variants", spec.ONLY_LATE, False)),
     "decoding_robust": lambda r: _mi_set(r, "variants", "λ 0.4, T 0.7, top-p 0.8",
                                          correct=_mi_const(r, "variants", "λ 0.4, T 0.7, top-p 0.8", True)),
     "matches_at_fewer_tokens_gsm8k": lambda r: _mi_set(r, "gsm8k", 0.8, correct=_mi_const(r, "gsm8k", 0.8, False)),
@@ -98,8 +98,8 @@ FAIL = {
     "cut_off_length": _cut("decisive", 1.0),
     "cut_off_best": _cut("decisive", 0.8),
     "cut_off_merging": _cut("variants", "TA"),
-    "cut_off_modules": _cut("variants", study.SKIP_MLP),
-    "cut_off_layers": _cut("variants", study.ONLY_FIRST),
+    "cut_off_modules": _cut("variants", spec.SKIP_MLP),
+    "cut_off_layers": _cut("variants", spec.ONLY_FIRST),
     "cut_off_grid": _cut("variants", "λ 0.4, T 0.7, top-p 0.95"),
     "decoding_matters": lambda r: _mi_set(r, "variants", "λ 0.4, T 2 (must matter)",
                                           correct=r["decisive"][0.4]["correct"]),

@@ -22,6 +22,7 @@
   Thinking model (as ``mi.py`` does). Memory stays near one model.
 * :func:`similarity` -- σ = Σ|A−B| / (Σ|A| + Σ|B|), per tensor and averaged over tensors (the
   paper's figure) or pooled over all tensors.
+* :func:`endpoint_error` -- how far Θ(0) and Θ(1) lie from the two ends (0: exactly them).
 * :func:`task_arithmetic` and :func:`ties` -- the paper's baselines relative to a shared base,
   through mergekit's ``merge_state_dicts`` (mergekit 0.1.5, the maintained implementation).
 """
@@ -210,6 +211,26 @@ def similarity(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor], *, 
     if not per:
         raise ValueError("no floating tensor with a non-zero norm to compare")
     return float(sum(per) / len(per)) if reduce == "mean" else num / den
+
+
+def endpoint_error(instruct: Mapping[str, torch.Tensor], thinking: Mapping[str, torch.Tensor]) -> float:
+    """max |Θ(0) − Instruct| and |Θ(1) − Thinking| over every tensor (:func:`interpolate`'s ends): 0 when they
+    are bit for bit the two models, inf when a dtype, a shape or a non-float tensor differs."""
+    worst = 0.0
+    for lam, ref in ((0.0, instruct), (1.0, thinking)):
+        merged = interpolate(instruct, thinking, lam)
+        for k, v in merged.items():
+            r = ref[k]
+            if v.dtype != r.dtype or v.shape != r.shape:
+                return math.inf
+            if v.is_floating_point():
+                both_nan = torch.isnan(v) & torch.isnan(r)
+                d = torch.where(both_nan, 0.0, (v.double() - r.double()).abs())
+                d = torch.nan_to_num(d, nan=math.inf)  # NaN on one side only
+                worst = max(worst, float(d.max()) if d.numel() else 0.0)
+            elif not torch.equal(v, r):
+                worst = math.inf
+    return worst
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Model-interpolation chapter (ACL 2026, arXiv 2510.10977): its parameters, its claims and the paper's
-figures, fixed before any run. The sweep is :mod:`.study`, the verdicts :mod:`.verdicts`."""
+figures, fixed before any run, and the names of the result rows the claims read. The sweep is :mod:`.study`,
+the verdicts :mod:`.verdicts`."""
 
 from __future__ import annotations
 
@@ -17,6 +18,34 @@ PAPER_TABLE2 = {
     "MI-0.4": (55.8, 90.0, 12448, 1.4), "MI-0.5": (62.5, 90.0, 11189, 59.6),
     "MI-0.6": (71.0, 90.0, 12681, 100.0), "MI-0.8": (80.5, 93.3, 17574, 99.9),
 }
+
+#: the ablation rows the verdicts read (paper §5.3, Fig. 5, Table 3): one part left at Instruct, every other tensor
+#: (embeddings, norms, head, the other part) interpolated. "attn at Instruct" is the paper's "w/o MHA" (it still
+#: thinks, 99.9%), "mlp at Instruct" its "w/o FFN" (0.7%); "layers: first third interpolated" leaves the last
+#: two thirds at Instruct (the paper's [0, 11] row: Think 0%), "layers: last two thirds interpolated" the first
+#: third ([12, 35]: 100%)
+SKIP_ATTN, SKIP_MLP = "attn at Instruct", "mlp at Instruct"
+ONLY_FIRST, ONLY_LATE = "layers: first third interpolated", "layers: last two thirds interpolated"
+
+
+def label_of(lam: float) -> str:
+    """The name of the interpolated model at ``lam`` (the paper's MI-0.8)."""
+    return f"MI-{lam:g}"
+
+
+def ties_name(density: float) -> str:
+    """The name of the TIES row at ``density``."""
+    return f"TIES (density {density:g})"
+
+
+def grid_name(lam: float, temperature: float, top_p: float) -> str:
+    """The name of one decoding-grid row."""
+    return f"λ {lam:g}, T {temperature:g}, top-p {top_p:g}"
+
+
+def control_name(lam: float, temperature: float) -> str:
+    """The decoding grid's control row: the grid's λ at a temperature that must matter."""
+    return f"λ {lam:g}, T {temperature:g} (must matter)"
 
 
 def _local(p: dict, *files: str) -> bool:

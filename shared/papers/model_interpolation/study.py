@@ -1,32 +1,30 @@
-"""Model-interpolation chapter (ACL 2026, arXiv 2510.10977): parameters, claims, the sweep, verdicts.
+"""Model-interpolation chapter (ACL 2026, arXiv 2510.10977): the experiments.
 
 Backs ``notebooks/model_interpolation.ipynb``. The merge is :mod:`.merge`, the pair :mod:`.pair`,
-the generation loop :mod:`.rollout`. Here: the pair (made here or any local checkpoints,
-:func:`load_pair`), one evaluated configuration (:func:`evaluate`: k rollouts of every problem
-under one merged model and one decoding, cached), the λ sweep with its fine grid in the
-transition band (:func:`sweep`), the baselines and ablations (:func:`variants`), the stage bands
-(:func:`band`), and :func:`run`, all of them: what :func:`.verdicts.record_claims` reads. The
-parameters and claims are :mod:`.spec`.
+the generation loop :mod:`.rollout`, the band and the λ values it places :mod:`.stages`, the ablation
+merges :mod:`.ablation`. Here: the pair (made here or any local checkpoints, :func:`load_pair`), one
+evaluated configuration (:func:`evaluate`: k rollouts of every problem under one merged model and one
+decoding, cached), the λ sweep with its fine grid in the transition band (:func:`sweep`), the baselines
+and ablations (:func:`variants`), GSM8K (:func:`gsm8k`), and :func:`run_experiments`, all of them: what
+:func:`.verdicts.record_claims` reads and :mod:`.tables` shows. The parameters and claims are :mod:`.spec`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Callable, Sequence
 
-import numpy as np
 import torch
 
-from acl26 import checks, evaluation, io, models, paths, problems, stats
+from acl26 import checks, evaluation, io, models, paths, problems
 from acl26.papers.model_interpolation import merge as M
 from acl26.papers.model_interpolation import pair as pair_mod
 from acl26.papers.model_interpolation import rollout as R
-from acl26.papers.model_interpolation.spec import CLAIMS, PAPER_TABLE2, SPEC  # noqa: F401
-
-#: Think #R thresholds that delimit the transition band (stage 2)
-BAND_LOW, BAND_HIGH = 0.1, 0.9
+from acl26.papers.model_interpolation.ablation import ablations
+from acl26.papers.model_interpolation.spec import control_name, grid_name, label_of, ties_name
+from acl26.papers.model_interpolation.stages import ablation_lambda, band, best_lambda, fine_grid, grid_lambda
+from acl26.papers.model_interpolation.tables import summary
 
 
 # --------------------------------------------------------------------------------------------
@@ -167,92 +165,8 @@ def evaluate(pair: dict, state: dict | Callable[[], dict], label: str, items: Se
     return rec
 
 
-def per_problem(rec: dict) -> dict[str, np.ndarray]:
-    """Per-problem Mean@k, Pass@k (unbiased, from all samples), Think #R, mean tokens, and the share of its
-    responses cut off at the token cap (``cut``)."""
-    k = rec["k"]
-    acc = np.array([np.mean(r[:k]) for r in rec["correct"]], dtype=float)
-    pas = np.array([evaluation.pass_at_k(len(r), int(sum(r)), k) for r in rec["correct"]], dtype=float)
-    think = np.array([np.mean(r) for r in rec["think"]], dtype=float)
-    tokens = np.array([np.mean(r) for r in rec["tokens"]], dtype=float)
-    cut = np.array([1.0 - np.mean(r) for r in rec["finished"]], dtype=float)
-    return {"mean@k": acc, "pass@k": pas, "think": think, "tokens": tokens, "cut": cut}
-
-
-def summary(rec: dict) -> dict:
-    """Mean@k, Pass@k, Vote@k, Token #N and Think #R of one configuration."""
-    pp = per_problem(rec)
-    vote = evaluation.vote_at_k(rec["answers"], rec["golds"], rec["k"])
-    return {"mean@k": float(pp["mean@k"].mean()), "pass@k": float(pp["pass@k"].mean()), "vote@k": vote,
-            "tokens": float(np.mean([x for r in rec["tokens"] for x in r])),
-            "think": float(np.mean([x for r in rec["think"] for x in r])),
-            "finished": float(np.mean([x for r in rec["finished"] for x in r]))}
-
-
 # --------------------------------------------------------------------------------------------
-# the sweep, the band, the variants
-
-
-def band(lams: Sequence[float], think: Sequence[float], low: float = BAND_LOW, high: float = BAND_HIGH):
-    """The transition band ``(lo, hi)``: ``hi`` the smallest λ with Think #R ≥ ``high``, ``lo`` the largest
-    λ below it with Think #R ≤ ``low``; None when the curve never gets there."""
-    order = np.argsort(lams)
-    lam = np.asarray(lams, dtype=float)[order]
-    rate = np.asarray(think, dtype=float)[order]
-    above = np.nonzero(rate >= high)[0]
-    if not len(above):
-        return None
-    hi = int(above[0])
-    below = np.nonzero(rate[:hi] <= low)[0]
-    if not len(below):
-        return None
-    return float(lam[int(below[-1])]), float(lam[hi])
-
-
-def crossing(lam: np.ndarray, rate: np.ndarray, level: float) -> float:
-    """The first λ where the piecewise-linear curve reaches ``level`` (inf if never)."""
-    for i in range(len(lam)):
-        if rate[i] >= level:
-            if i == 0:
-                return float(lam[0])
-            x0, x1, y0, y1 = lam[i - 1], lam[i], rate[i - 1], rate[i]
-            return float(x0 + (level - y0) * (x1 - x0) / (y1 - y0))
-    return math.inf
-
-
-#: the band width of a curve that never rises from ≤ 10% to ≥ 90%: wider than any λ range in [0, 1]
-NEVER = 2.0
-
-
-def band_width(lams: Sequence[float], think_matrix: np.ndarray) -> float:
-    """λ-width from Think #R first reaching 10% to first reaching 90% (``think_matrix``: problems × λ).
-
-    :data:`NEVER` when the curve never reaches 90%, or does not start at or below 10% (then it does
-    not rise from ≈ 0)."""
-    order = np.argsort(lams)
-    lam = np.asarray(lams, dtype=float)[order]
-    rate = np.asarray(think_matrix, dtype=float)[:, order].mean(axis=0)
-    hi = crossing(lam, rate, BAND_HIGH)
-    if math.isinf(hi) or rate[0] > BAND_LOW:
-        return NEVER
-    return hi - crossing(lam, rate, BAND_LOW)
-
-
-def fine_grid(lams: Sequence[float], think: Sequence[float], n: int) -> list[float]:
-    """``n`` evenly spaced λ values between the grid points where Think #R crosses 1/2 (none if it never does)."""
-    n = checks.integer("n", n, 0)
-    order = np.argsort(lams)
-    lam = np.asarray(lams, dtype=float)[order]
-    rate = np.asarray(think, dtype=float)[order]
-    idx = np.nonzero(rate >= 0.5)[0]
-    if n == 0 or not len(idx) or idx[0] == 0:
-        return []
-    a, b = lam[idx[0] - 1], lam[idx[0]]
-    return [round(float(a + (b - a) * (i + 1) / (n + 1)), 4) for i in range(n)]
-
-
-def label_of(lam: float) -> str:
-    return f"MI-{lam:g}"
+# the sweep, the variants, GSM8K
 
 
 PER_PROBLEM = ("correct", "tokens", "think", "answers", "golds", "finished")
@@ -287,62 +201,9 @@ def sweep(pair: dict, items, params: dict, progress: bool = True, given: dict | 
     return dict(sorted(out.items()))
 
 
-def thirds(n_layers: int) -> dict[str, list[int]]:
-    """The paper's layer ranges scaled to ``n_layers``: the first third and the last two thirds."""
-    n_layers = checks.integer("n_layers", n_layers, 1)
-    cut = max(1, n_layers // 3)
-    return {"first third": list(range(cut)), "last two thirds": list(range(cut, n_layers))}
-
-
-def ablation_lambda(band_: tuple[float, float] | None, offset: float) -> float | None:
-    """Where the verdicts' ablations run: the band's upper end + ``offset``, as the paper does (band 0.4 → 0.6,
-    MI-0.8 and its ablations at 0.8); accuracy-blind. None without a band, or where that lies past λ = 1.
-    The λ compared with Thinking and the baselines is the same point when it lies below 1 (:func:`best_lambda`)."""
-    offset = checks.number("offset", offset, 0.0)
-    if band_ is None:
-        return None
-    at = round(float(band_[1]) + offset, 6)
-    return at if at <= 1.0 else None
-
-
-def best_lambda(band_: tuple[float, float] | None, offset: float) -> float | None:
-    """The λ < 1 compared with Thinking and the baselines: the band's upper end + ``offset`` (the paper's MI-0.8:
-    band 0.4 → 0.6, + 0.2), fixed by the Think #R curve alone, never by accuracy. None without a band, or where
-    that point is λ = 1 (Thinking itself) or past it."""
-    at = ablation_lambda(band_, offset)
-    return at if at is not None and at < 1.0 else None
-
-
-#: the ablation rows the verdicts read (paper §5.3, Fig. 5, Table 3): one part left at Instruct, every other tensor
-#: (embeddings, norms, head, the other part) interpolated. "attn at Instruct" is the paper's "w/o MHA" (it still
-#: thinks, 99.9%), "mlp at Instruct" its "w/o FFN" (0.7%); "layers: first third interpolated" leaves the last
-#: two thirds at Instruct (the paper's [0, 11] row: Think 0%), "layers: last two thirds interpolated" the first
-#: third ([12, 35]: 100%)
-SKIP_ATTN, SKIP_MLP = "attn at Instruct", "mlp at Instruct"
-ONLY_FIRST, ONLY_LATE = "layers: first third interpolated", "layers: last two thirds interpolated"
-
-
-def ablations(n_layers: int) -> dict[str, dict]:
-    """The ablation merges: {row name: :func:`merged` keywords} (a one-layer model has no layer ablation)."""
-    parts = thirds(n_layers)
-    out = {SKIP_ATTN: {"skip": "attn"}, SKIP_MLP: {"skip": "mlp"}}
-    if parts["last two thirds"]:
-        out[ONLY_FIRST] = {"skip_layers": parts["last two thirds"]}
-        out[ONLY_LATE] = {"skip_layers": parts["first third"]}
-    return out
-
-
-def grid_name(lam: float, temperature: float, top_p: float) -> str:
-    return f"λ {lam:g}, T {temperature:g}, top-p {top_p:g}"
-
-
-def ties_name(density: float) -> str:
-    return f"TIES (density {density:g})"
-
-
 def variants(pair: dict, items, params: dict, grid_lam: float | None, ablation_at: float | None = None, *,
              grid_items=None, progress: bool = True) -> dict:
-    """TA and TIES (at each of ``ties_densities``), the layer and module ablations (:func:`ablations`) at
+    """TA and TIES (at each of ``ties_densities``), the layer and module ablations (:func:`.ablation.ablations`) at
     ``ablation_at`` (untagged: the rows the verdicts read) and, tagged ``@ λ x``, at each of
     ``extra_ablation_lambdas``, all on ``items``; the decoding grid (``grid_temperatures`` × ``grid_top_ps``,
     ``grid_k`` rollouts) and its control (``grid_control_temperature``) at ``grid_lam`` on ``grid_items``
@@ -380,11 +241,6 @@ def variants(pair: dict, items, params: dict, grid_lam: float | None, ablation_a
     return out
 
 
-def control_name(lam: float, temperature: float) -> str:
-    """The decoding grid's control row: the grid's λ at a temperature that must matter."""
-    return f"λ {lam:g}, T {temperature:g} (must matter)"
-
-
 def grid_default(lam: float, params: dict) -> str | None:
     """The grid row whose decoding is the paper's default at ``lam`` (None when the grid lacks it)."""
     d = decoding_for(lam, params)
@@ -393,13 +249,6 @@ def grid_default(lam: float, params: dict) -> str | None:
             if float(t) == d["temperature"] and float(p) == d["top_p"]:
                 return grid_name(lam, t, p)
     return None
-
-
-def grid_lambda(lams: Sequence[float], think: Sequence[float]) -> float | None:
-    """The decoding grid's λ: the largest λ of the curve below its first Think #R ≥ 90% with Think #R ≤ 10%
-    (the band's lower end: the last stage-1 point, the analogue of the paper's MI-0.4); None without a band."""
-    b = band(lams, think)
-    return None if b is None else b[0]
 
 
 def gsm8k(pair: dict, params: dict, lams: Sequence[float], progress: bool = True) -> dict:
@@ -417,28 +266,9 @@ def gsm8k(pair: dict, params: dict, lams: Sequence[float], progress: bool = True
     return out
 
 
-def endpoint_error(pair: dict) -> float:
-    """max |Θ(0) − Instruct| and |Θ(1) − Thinking| over every tensor."""
-    worst = 0.0
-    for lam, ref in ((0.0, pair["instruct"]), (1.0, pair["thinking"])):
-        merged = M.interpolate(pair["instruct"], pair["thinking"], lam)
-        for k, v in merged.items():
-            r = ref[k]
-            if v.dtype != r.dtype or v.shape != r.shape:
-                return math.inf
-            if v.is_floating_point():
-                both_nan = torch.isnan(v) & torch.isnan(r)
-                d = torch.where(both_nan, 0.0, (v.double() - r.double()).abs())
-                d = torch.nan_to_num(d, nan=math.inf)  # NaN on one side only
-                worst = max(worst, float(d.max()) if d.numel() else 0.0)
-            elif not torch.equal(v, r):
-                worst = math.inf
-    return worst
-
-
 def run_experiments(params: dict, progress: bool = True) -> dict:
     """The whole study: pair, checks, sweep, band, the decisive configurations, variants, GSM8K; the inputs of
-    :func:`record_claims`.
+    :func:`.verdicts.record_claims`.
 
     The verdicts are decided on ``power_problems`` held-out problems at λ = 0, the band's two ends,
     ``best_lambda`` (the band's end + ``ablation_offset``, fixed by the Think #R curve) and 1 (``decisive``,
@@ -485,53 +315,6 @@ def run_experiments(params: dict, progress: bool = True) -> dict:
             "gsm8k": gsm, "items": items,
             "sigma": M.similarity(pair["instruct"], pair["thinking"]),
             "sigma_pooled": M.similarity(pair["instruct"], pair["thinking"], reduce="pooled"),
-            "endpoint_error": endpoint_error(pair), "n_layers": pair["n_layers"], "source": pair["source"],
+            "endpoint_error": M.endpoint_error(pair["instruct"], pair["thinking"]), "n_layers": pair["n_layers"], "source": pair["source"],
             "logs": pair.get("logs", {}), "n_resamples": params["n_resamples"],
             "best_lambda": best, "pair": pair}
-
-
-# --------------------------------------------------------------------------------------------
-# tables
-
-
-def curve_frame(results: dict):
-    import pandas as pd
-
-    rows = []
-    for lam, rec in results["sweep"].items():
-        s = summary(rec)
-        rows.append({"λ": lam, **s})
-    return pd.DataFrame(rows).set_index("λ")
-
-
-def comparison_frame(results: dict):
-    """Our Table 2 beside the paper's: Instruct, Thinking, TA, TIES and MI at the paper's λ values;
-    our Mean@k with its 95% bootstrap interval over problems (on ``power_problems`` where the λ is decisive,
-    else on the sweep's problems: the ``problems`` column says which)."""
-    import pandas as pd
-
-    sw, var, dec = results["sweep"], results["variants"], results.get("decisive", {})
-    ties = [var[n] for n in results.get("ties", []) if n in var]
-    ours = {"Instruct": dec.get(0.0, sw.get(0.0)), "Thinking": dec.get(1.0, sw.get(1.0)), "TA": var.get("TA"),
-            # the paper's TIES is density 0.2 (its "sparsity 0.2"): the first of ties_densities
-            "TIES": ties[0] if ties else None}
-    for lam in (0.4, 0.5, 0.6, 0.8):
-        ours[label_of(lam)] = dec.get(lam, sw.get(lam))
-    rows = []
-    for name, rec in ours.items():
-        p = PAPER_TABLE2[name]
-        row = {"method": name, "paper Mean@64": p[0], "paper Pass@64": p[1], "paper tokens": p[2], "paper Think %": p[3]}
-        if rec is not None:
-            s = summary(rec)
-            iv = mean_interval(per_problem(rec)["mean@k"], int(results.get("n_resamples", 1999)))
-            row.update({"problems": len(rec["correct"]), "ours Mean@k": 100 * s["mean@k"], "Mean@k lo": 100 * iv.lo, "Mean@k hi": 100 * iv.hi,
-                        "ours Pass@k": 100 * s["pass@k"],
-                        "ours Vote@k": 100 * s["vote@k"], "ours tokens": s["tokens"], "ours Think %": 100 * s["think"]})
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("method")
-
-
-def mean_interval(values, n_resamples: int) -> stats.Interval:
-    """Mean over problems with a bootstrap interval (resampling problems)."""
-    v = np.asarray(values, dtype=float)
-    return stats.paired_bootstrap(v, np.zeros_like(v), "mean_diff", n_resamples=n_resamples, unit="problems")

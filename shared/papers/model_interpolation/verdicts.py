@@ -9,9 +9,9 @@ import numpy as np
 
 from acl26 import claims as C
 from acl26 import stats
-from acl26.papers.model_interpolation.spec import CLAIMS, MATCH_MARGIN, ROBUST_TOL, TOKEN_NEEDS
-from acl26.papers.model_interpolation.study import (NEVER, ONLY_FIRST, ONLY_LATE, SKIP_ATTN, SKIP_MLP, band_width,
-                                                   mean_interval, per_problem, summary)
+from acl26.papers.model_interpolation.spec import (CLAIMS, MATCH_MARGIN, ONLY_FIRST, ONLY_LATE, ROBUST_TOL, SKIP_ATTN,
+                                                  SKIP_MLP, TOKEN_NEEDS)
+from acl26.papers.model_interpolation.tables import NEVER, band_width, mean_interval, per_problem, summary
 
 _TEST = {c.id: c.test for c in CLAIMS}
 
@@ -114,7 +114,7 @@ def _runs(recs: dict, names) -> dict:
 
 
 def record_claims(ledger: C.Ledger, results: dict) -> None:
-    """Decide every claim from :func:`run`'s results; every interval resamples problems.
+    """Decide every claim from :func:`.study.run_experiments`'s results; every interval resamples problems.
 
     ``results``: ``sweep`` {λ: record} (the curve, on the sweep's problems), ``decisive`` {λ: record} (λ = 0,
     the band's ends, ``best_lambda`` and 1 on the power problems), ``band`` (lo, hi) or None, ``grid_lambda``,
