@@ -6,6 +6,8 @@ package's reference quantizers, the paper's STQ1_0 block, and our three formats.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from acl26.kernels import ternary as tn
@@ -191,9 +193,15 @@ def decode_summary(rows: list[dict], against: str = "sherry") -> list[dict]:
     like for like (per-round ratios: median and range; the rounds ran both formats in a rotating
     order): a row with an 8-bit head (ours ``-q8head``, llama.cpp's ``q8_0``) is compared with
     ``against`` + ``-q8head`` where that was timed, every other row with ``against`` (bf16 head); ``vs``
-    names the reference."""
+    names the reference. ValueError if ``against`` is not one of our formats
+    (:data:`~acl26.papers.sherry.speed.SPEED_FORMATS`)."""
     from acl26 import stats
-    from acl26.papers.sherry.speed import Q8
+    from acl26.papers.sherry.decoder import FUSED
+    from acl26.papers.sherry.speed import SpeedFormat
+
+    ours = SpeedFormat.parse(against)
+    # the like-for-like reference of a row with an 8-bit head: ``against`` reading one too
+    against_q8 = dataclasses.replace(ours, head="q8_0").name if ours.packing in FUSED else None
 
     out = []
     for shape in dict.fromkeys(r["shape"] for r in rows):
@@ -204,7 +212,7 @@ def decode_summary(rows: list[dict], against: str = "sherry") -> list[dict]:
             types = types if isinstance(types, str) else ""
             head = types.partition("head: ")[2].rstrip(")") or r.get("head") or ("fp32" if fmt == "fp32" else "bf16")
             eight = r.get("head") == "q8_0"
-            ref_key = against + Q8 if eight and against + Q8 in at else against
+            ref_key = against_q8 if eight and against_q8 in at else against
             ref = at.get(ref_key)
             row = dict(shape=shape, format=fmt, label=r["label"], source="llama.cpp" if r.get("peer") is True else "ours",
                        decode_tok_s=iv.estimate, min_tok_s=iv.lo, max_tok_s=iv.hi, rounds=iv.n,
