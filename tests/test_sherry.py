@@ -344,7 +344,7 @@ def test_qat_of_a_block_subset_on_a_local_llama_checkpoint(tmp_path, monkeypatch
     from transformers import AutoModelForCausalLM
 
     from acl26 import corpus as corpus_mod
-    from acl26.papers.sherry import study
+    from acl26.papers.sherry import study, tables
 
     monkeypatch.setattr(training, "_folders", lambda name, key: (tmp_path / "models" / f"{name}-{key[:12]}",
                                                                    tmp_path / "models" / f"{name}-{key[:12]}.partial"))
@@ -364,7 +364,7 @@ def test_qat_of_a_block_subset_on_a_local_llama_checkpoint(tmp_path, monkeypatch
     assert moved and all(".layers.1." in n for n in moved)
     assert all(m.mode == "sparse34" and m.lam == 0.0 for _, m in sherry.quantized_layers(r.model))
     assert {n.split(".")[2] for n, _ in sherry.quantized_layers(r.model)} == {"1"}
-    assert [row["layer"] for row in study.trapping_rows(r, "sparse34+arenas", 0)] == [
+    assert [row["layer"] for row in tables.trapping_rows(r, "sparse34+arenas", 0)] == [
         "1.self_attn.q_proj", "1.mlp.up_proj", "1.mlp.down_proj"]
     again, _ = study.qat(P, "sparse34+arenas", seed=0, progress=False)
     assert again.from_cache and (again.folder / training.TRAINABLE_FILE).is_file()

@@ -1,4 +1,4 @@
-"""Sherry chapter (ACL 2026, arXiv 2601.07892): parameters, claims, accuracy experiments, benchmarks.
+"""Sherry chapter (ACL 2026, arXiv 2601.07892): the accuracy experiments, and every experiment in order.
 
 Backs ``notebooks/sherry.ipynb``. The packed formats and kernels are :mod:`acl26.kernels.ternary`,
 the QAT machinery :mod:`.qat`, the decoders of real shapes :mod:`.decoder`, the decode-speed table
@@ -7,21 +7,20 @@ whole-model files :mod:`.modelfile`. Here: post-training 3:4 ternary on SmolLM2 
 quantization-aware training of the shared dense LM in four variants with equal steps (:func:`qat`),
 the check that the trained ternary model computes the same perplexity through the packed 1.25-bit
 kernels (:func:`packed_perplexity`), its whole-model files read back bit for bit (:func:`model_files`);
-:func:`run`, every experiment in order, returning what :func:`.verdicts.record_claims` decides every row on:
+:func:`run_experiments`, every experiment in order, returning what :func:`.verdicts.record_claims` decides every row on:
 the paper's claims, facts by construction, our checks, and the controls that say whether this setup
-can show a claim's effect. The parameters and rows are :mod:`.spec`, the verdicts :mod:`.verdicts`,
-the benchmarks :mod:`.bench`."""
+can show a claim's effect. The parameters and rows are :mod:`.spec`, the tables, intervals and saved
+metrics :mod:`.tables`, the verdicts :mod:`.verdicts`, the benchmarks :mod:`.bench`."""
 
 from __future__ import annotations
 
 import math
 import time
 
-import numpy as np
 import torch
 
 from acl26 import assets, checks, corpus, evaluation, models, training
-from acl26.papers.sherry import llamacpp, modelfile, speed
+from acl26.papers.sherry import llamacpp, modelfile, speed, tables
 from acl26.papers.sherry import qat as sherry
 from acl26.papers.sherry.spec import CLAIMS, GEMV_SHAPES, MODEL_GEMV_SHAPE, SPEC, VARIANTS  # noqa: F401  (study.SPEC, study.CLAIMS)
 
@@ -165,24 +164,6 @@ def qat(params: dict, variant: str, *, seed: int | None = None, progress: bool =
     return result, test
 
 
-def trapping_rows(result, variant: str, seed: int) -> list[dict]:
-    """Per tracked layer of one QAT run: the stuck share, mean state changes and mean gradient effective rank."""
-    mon = result.log["monitor"]
-    rows = []
-    for layer, share in mon.get("stuck_share", {}).items():
-        ranks = [r for _, r in mon["effective_rank"].get(layer, [])]
-        rows.append({"variant": variant, "seed": seed, "layer": layer.split("layers.")[-1], "stuck share": share,
-                     "mean state changes": mon["mean_flips"][layer],
-                     "grad effective rank (mean)": float(np.mean(ranks)) if ranks else float("nan")})
-    return rows
-
-
-def block_nll(runs: dict) -> dict[str, list[float]]:
-    """Per held-out block, the mean NLL of each QAT variant's inference model (the same blocks for all,
-    scored at the end of its training and logged), for the paired bootstrap of the accuracy claims."""
-    return {v: list(res.log["final"]["val_block_losses"]) for v, res in runs.items()}
-
-
 def packed_perplexity(result, val: torch.Tensor, packed_model=None) -> dict:
     """Held-out perplexity of a 3:4 QAT model, fake-quantized vs. through the packed kernels
     (``packed_model``: :func:`.qat.to_packed` of a copy of it, made here when not given)."""
@@ -229,7 +210,7 @@ def model_files(model, variant: str) -> dict:
 
 
 def run_experiments(params: dict, progress: bool = True) -> dict:
-    """Every experiment of the chapter, in order; returns what :func:`record_claims` reads, and the
+    """Every experiment of the chapter, in order; returns what :func:`.verdicts.record_claims` reads, and the
     training logs the notebook plots:
 
     ``bits`` (:func:`acl26.kernels.ternary.bits_per_weight` of each format at a 4096 x 4096 layer, row
@@ -238,8 +219,9 @@ def run_experiments(params: dict, progress: bool = True) -> dict:
     :data:`~acl26.papers.sherry.spec.MODEL_GEMV_SHAPE`, :func:`.peers.model_gemv`),
     ``speed`` (:func:`.speed.speed_table`), ``ptq`` (:func:`ptq_smollm2`), ``qat_ppl`` (the first
     seed's validation perplexity per variant), ``qat_seeds`` (``{variant: {seed: perplexity}}``),
-    ``qat_block_nll`` (the first seed's per-block NLLs, :func:`block_nll`), ``trapping``
-    (:func:`trapping_rows` of every run), ``packed`` (:func:`packed_perplexity` of the 3:4 model, or
+    ``qat_block_nll`` (the first seed's per-block NLLs, :func:`.tables.block_nll`), ``rank_snapshots``
+    (the first seed's gradient ranks, :func:`.tables.rank_snapshots`), ``trapping``
+    (:func:`.tables.trapping_rows` of every run), ``packed`` (:func:`packed_perplexity` of the 3:4 model, or
     None), ``model_file`` (:func:`model_files` of the same model, or None); and, for the plots only,
     ``qat_runs`` (per variant and seed: perplexity, time, cache hit, the training history and the
     monitor's records).
@@ -269,17 +251,15 @@ def run_experiments(params: dict, progress: bool = True) -> dict:
             result, val = qat(params, variant, seed=seed, progress=progress)
             if seed == first:
                 runs[variant] = result
-            trapping += trapping_rows(result, variant, seed)
+            trapping += tables.trapping_rows(result, variant, seed)
             log = result.log
             qat_runs.append({"variant": variant, "seed": seed, "val_ppl": result.val_ppl, "seconds": log["seconds"],
                              "from_cache": result.from_cache, "history": log["history"],
                              "monitor": {k: log["monitor"].get(k, {}) for k in ("lambda", "effective_rank", "flip_rate")}})
     res["qat_ppl"] = {v: r.val_ppl for v, r in runs.items()}
     res["qat_seeds"] = {v: {r["seed"]: r["val_ppl"] for r in qat_runs if r["variant"] == v} for v in params["variants"]}
-    res["qat_block_nll"] = block_nll(runs)
-    # the first seed's gradient ranks, layer by layer and step by step (the same snapshots in every variant)
-    res["rank_snapshots"] = {v: [r for layer in sorted(ranks) for _, r in ranks[layer]]
-                             for v, r_ in runs.items() for ranks in [r_.log["monitor"].get("effective_rank", {})]}
+    res["qat_block_nll"] = tables.block_nll(runs)
+    res["rank_snapshots"] = tables.rank_snapshots(runs)  # the first seed's, the same snapshots in every variant
     res["trapping"] = trapping
     res["qat_runs"] = qat_runs
     target = "sparse34+arenas" if "sparse34+arenas" in runs else next((v for v in runs if v.startswith("sparse34")), None)
@@ -355,27 +335,3 @@ def subject_row(params: dict) -> dict:
     return {"subject": name, "decoder layers": len(model.model.layers), "QAT'd blocks": sorted(params["qat_blocks"]),
             "trained parameters": trained, "all parameters": total, "trained share": trained / total,
             "block size": params["block_size"], "blocks per step": params["qat_batch"], "steps": params["qat_steps"]}
-
-
-def decoded_shapes(result: dict | None) -> str:
-    """The intro's fragment: which (shape, format) pairs the Sherry run decoded and which it skipped."""
-    rows = ((result or {}).get("metrics") or {}).get("speed") or []
-    if not rows:
-        return "*(the Sherry chapter has not run in this build)*\n"
-    lines = []
-    for shape in dict.fromkeys(r["shape"] for r in rows):
-        done = [r["format"] for r in rows if r["shape"] == shape and r["status"] == "ok"]
-        skipped = [f"{r['format']} ({r['reason']})" for r in rows if r["shape"] == shape and r["status"] != "ok"]
-        text = f"- `{shape}`: decoded in {', '.join(done) or 'no format'}"
-        lines.append(text + (f"; skipped: {'; '.join(skipped)}" if skipped else "") + ".")
-    return "\n".join(lines) + "\n"
-
-
-def metrics(results: dict) -> dict:
-    """The figures of a run worth keeping beside the verdicts (``ledger.save(metrics=...)``): JSON-ready."""
-    keep = ("bits", "speed", "ptq", "subject", "qat_seeds", "trapping", "packed", "generations", "model_file",
-            "llamacpp_reason")
-    out = {k: results.get(k) for k in keep}
-    out["qat"] = [{k: r[k] for k in ("variant", "seed", "val_ppl", "seconds", "from_cache")}
-                  for r in results.get("qat_runs") or []]
-    return out

@@ -89,7 +89,7 @@ def _resolution(ledger: C.Ledger, cid: str, measured: dict, missing: str) -> Non
 
 
 def record_claims(ledger: C.Ledger, results: dict) -> None:
-    """Decide every Sherry row from :func:`run`'s results (see its docstring for the keys).
+    """Decide every Sherry row from :func:`.study.run_experiments`'s results (see its docstring for the keys).
 
     * ``bits`` (a fact): the stream bits per weight of the 4096 x 4096 layer.
     * ``size`` on the bytes of the whole-model files of ``model_file`` (the trained 3:4 model in
