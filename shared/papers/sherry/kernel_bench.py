@@ -1,6 +1,6 @@
-"""Sherry (ACL 2026, arXiv 2601.07892): benchmarks of the ternary kernels in :mod:`acl26.kernels.ternary`.
+"""Sherry (ACL 2026, arXiv 2601.07892): timings of the ternary kernels in :mod:`acl26.kernels.ternary`.
 
-``benchmarks()`` times, at a 4096 x 4096 layer with float32 activations on (at most) 2 threads, the
+``time_kernels()`` times, at a 4096 x 4096 layer with float32 activations on (at most) 2 threads, the
 lookup-table GEMV of the three packed formats -- Sherry 1.25-bit, TL2-like 1.67-bit, I2_S-like
 2-bit -- against numpy's float32 GEMV, interleaved in rounds whose order rotates every round, so that every ratio compares runs made under the same
 machine load; then batched GEMM (prefill), packing and unpacking. It returns
@@ -36,16 +36,16 @@ def _setup(n_out: int, n_in: int, seed: int = 0):
     return rng, W, T34, packed, scale
 
 
-def benchmarks(quick: bool = False) -> dict:
+def time_kernels(quick: bool = False) -> dict:
     """The goals of the Sherry kernel issue, measured (``quick``: a 1024 x 1024 layer, few repeats)."""
     n = 1024 if quick else 4096
     rounds, pack_repeats, batch = (5, 2, 8) if quick else (60, 7, 8)
     threads = min(2, numba.config.NUMBA_NUM_THREADS)
     with timing.threads(threads):  # numba and torch on 2 threads here, the caller's counts restored after
-        return _benchmarks(n, rounds, pack_repeats, batch, threads, quick)
+        return _time_kernels(n, rounds, pack_repeats, batch, threads, quick)
 
 
-def _benchmarks(n: int, rounds: int, pack_repeats: int, batch: int, threads: int, quick: bool) -> dict:
+def _time_kernels(n: int, rounds: int, pack_repeats: int, batch: int, threads: int, quick: bool) -> dict:
     rng, W, T34, packed, scale = _setup(n, n)
     x = rng.standard_normal(n, dtype=np.float32)
     X = rng.standard_normal((batch, n), dtype=np.float32)
