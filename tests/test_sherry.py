@@ -373,7 +373,7 @@ def test_qat_of_a_block_subset_on_a_local_llama_checkpoint(tmp_path, monkeypatch
     packed = sherry.to_packed(copy.deepcopy(r.model))
     pk = study.packed_perplexity(r, test, packed)
     assert pk["layers"] == 7 and abs(pk["packed_ppl"] - pk["fake_ppl"]) / pk["fake_ppl"] < 1e-4
-    whole = study.whole_ternary(r.model)
+    whole = qat_mod.whole_ternary(r.model)
     assert len(sherry.quantized_layers(whole)) == 21
     assert all(isinstance(m, sherry.QuantLinear) and m.mode == "sparse34" for _, m in sherry.quantized_layers(whole))
     assert torch.equal(whole.model.layers[1].mlp.up_proj.weight, r.model.model.layers[1].mlp.up_proj.weight)

@@ -303,3 +303,17 @@ def to_packed(model):
         parent_name, _, child = name.rpartition(".")
         setattr(model.get_submodule(parent_name), child, PackedLinear(t, s, m.bias))
     return model
+
+
+def whole_ternary(model):
+    """A copy of the QAT'd ``model`` with every decoder block in 3:4 ternary: the QAT'd blocks as they
+    were trained, every other block's linear layers ternarized without training (:func:`wrap`).
+    The size claim is decided on its files: their bytes depend on the format, not on the training."""
+    import copy
+
+    whole = wrap(copy.deepcopy(model), "sparse34")
+    for _, m in quantized_layers(whole):
+        if m.mode != "sparse34":
+            raise ValueError(f"whole_ternary takes a 3:4 QAT model, got a layer of mode {m.mode!r}")
+        m.lam = 0.0
+    return whole

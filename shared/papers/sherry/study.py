@@ -182,7 +182,7 @@ def packed_perplexity(result, val: torch.Tensor, packed_model=None) -> dict:
 
 
 def model_files(model, variant: str) -> dict:
-    """Write the QAT ``model`` (e.g. :func:`whole_ternary` of one) to whole-model files in Sherry's 1.25-bit format, the 2-bit format
+    """Write the QAT ``model`` (e.g. :func:`.qat.whole_ternary` of one) to whole-model files in Sherry's 1.25-bit format, the 2-bit format
     and bfloat16 (:mod:`.modelfile`, into a temporary folder removed afterwards), read each back and
     compare it bit for bit with the model (:func:`.modelfile.verify`).
 
@@ -280,7 +280,7 @@ def run_experiments(params: dict, progress: bool = True) -> dict:
                  "(our Engine)": engine}, tok, params["gen_tokens"])
             del base, engine
         del packed_model
-        res["model_file"] = model_files(whole_ternary(runs[target].model), target)
+        res["model_file"] = model_files(sherry.whole_ternary(runs[target].model), target)
     return res
 
 
@@ -311,20 +311,6 @@ def generations(named_models: dict, tok, max_new_tokens: int, prompts=GEN_PROMPT
                          "new tokens": int(len(new)), "seconds": time.perf_counter() - t0})
     return rows
 
-
-
-def whole_ternary(model):
-    """A copy of the QAT'd ``model`` with every decoder block in 3:4 ternary: the QAT'd blocks as they
-    were trained, every other block's linear layers ternarized without training (:func:`.qat.wrap`).
-    The size claim is decided on its files: their bytes depend on the format, not on the training."""
-    import copy
-
-    whole = sherry.wrap(copy.deepcopy(model), "sparse34")
-    for _, m in sherry.quantized_layers(whole):
-        if m.mode != "sparse34":
-            raise ValueError(f"whole_ternary takes a 3:4 QAT model, got a layer of mode {m.mode!r}")
-        m.lam = 0.0
-    return whole
 
 
 def subject_row(params: dict) -> dict:
