@@ -612,9 +612,9 @@ def test_the_kl_claims_need_room_to_close():
 def test_heldout_kl_is_zero_for_the_teacher_itself_and_positive_otherwise():
     from acl26.papers.mta import data as D
     from acl26.papers.mta import distill as Dl
-    from acl26.papers.mta import study
+    from acl26.papers.mta import spec, study
 
-    P = study.SPEC.resolve("smoke", {})
+    P = spec.SPEC.resolve("smoke", {})
     teacher, tok = study.tiny_teacher()
     other, _ = study.tiny_teacher(seed=1)
     pairs = D.examples(P)["heldout"]

@@ -15,7 +15,7 @@ import torch
 from acl26 import claims as C
 from acl26 import registry
 from acl26.papers.mta import losses as L
-from acl26.papers.mta import spec
+from acl26.papers.mta import spec, tables
 from cases import mta as mta_cases
 
 
@@ -99,7 +99,7 @@ def test_word_and_phrase_takes_the_paper_gap_of_the_deciding_comparison():
     full_paper = spec.PAPER_ABLATIONS["full MTA"]
     r = mta_cases.synthetic()  # phrase units only is the closer one: it decides
     e = _ledger(r).entries["word_and_phrase"]
-    full = float(np.mean(mta_cases.study.avg(r, "sfkl", "MTA", "rouge")))
+    full = float(np.mean(tables.avg(r, "sfkl", "MTA", "rouge")))
     assert "phrase units only" in e.note
     assert e.needs == pytest.approx((full_paper - spec.PAPER_ABLATIONS["phrase units only"]) / full_paper * full)
     w = copy.deepcopy(r)  # now word units only comes within reach of the full MTA: it decides, with its own gap
@@ -129,7 +129,7 @@ def test_a_row_shows_both_readings_of_the_paper_gap_where_they_change_its_verdic
     _ablation_pair(r, 11.0, "no importance weights", 11.0, noise=1.7, seed=3)
     e = _ledger(r).entries["importance_helps"]
     gap = spec.paper_gap("importance_helps")
-    rel = gap / spec.PAPER_ABLATIONS["full MTA"] * float(np.mean(mta_cases.study.avg(r, "sfkl", "MTA", "rouge")))
+    rel = gap / spec.PAPER_ABLATIONS["full MTA"] * float(np.mean(tables.avg(r, "sfkl", "MTA", "rouge")))
     assert e.measured == C.INCONCLUSIVE and rel < e.half_width < gap, (e.interval, rel, gap)
     assert e.needs == pytest.approx(rel) and e.holds == C.NOT_TESTABLE  # decided on the relative reading
     assert "relative" in e.note and "absolute" in e.note and f"±{gap:.3g}" in e.note

@@ -6,7 +6,7 @@ import zlib
 
 import numpy as np
 
-from acl26.papers.mta import study
+from acl26.papers.mta import tables
 
 N_PAIRS = 40
 #: mean ROUGE-L of each condition in the good case (full MTA best, DSA > Hid, both units > either)
@@ -26,12 +26,12 @@ def synthetic() -> dict:
     runs = {}
     for i, (name, mean) in enumerate(GOOD.items()):
         for s in (seeds if name in ("base", "MTA") else seeds[:2]):
-            runs[study.run_key("sfkl", name, s)] = rec(mean + 0.3 * s, s, noise=0.5, nll=2.9 if name != "base" else 3.0,
+            runs[tables.run_key("sfkl", name, s)] = rec(mean + 0.3 * s, s, noise=0.5, nll=2.9 if name != "base" else 3.0,
                                                        salt=i)
     for j, base in enumerate(("fkl", "srkl")):
         for s in seeds:
-            runs[study.run_key(base, "base", s)] = rec(19.0 + 0.2 * s, s, noise=0.5, salt=10 + j)
-            runs[study.run_key(base, "MTA", s)] = rec(22.0 + 0.2 * s, s, noise=0.5, salt=20 + j)
+            runs[tables.run_key(base, "base", s)] = rec(19.0 + 0.2 * s, s, noise=0.5, salt=10 + j)
+            runs[tables.run_key(base, "MTA", s)] = rec(22.0 + 0.2 * s, s, noise=0.5, salt=20 + j)
     # KL to the teacher per held-out pair: the start student far, every distilled run closer, MTA closest
     kl = {"start": _kl(1.0, 9, 0)}
     for k in runs:

@@ -1,25 +1,24 @@
-"""MTA chapter (ACL 2026, arXiv 2605.01374): parameters, claims, the runs, the verdicts.
+"""MTA chapter (ACL 2026, arXiv 2605.01374): the runs.
 
 Backs ``notebooks/mta.ipynb``. The losses are :mod:`.losses`, the units :mod:`.units`, the pairs
 and the teacher's cache :mod:`.data`, the student and the loop :mod:`.distill`. Here: the teacher
 and the start student (made here or local checkpoints, :func:`load_models`), the conditions
-(:func:`conditions`), every run and its evaluation (:func:`run`: what :func:`.verdicts.record_claims`
-reads) and the frames the notebook shows. The parameters and claims are :mod:`.spec`.
+(:func:`conditions`), every run and its evaluation (:func:`run_experiments`: what
+:func:`.verdicts.record_claims` reads). The parameters and claims are :mod:`.spec`, the tables made
+from the results :mod:`.tables`.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 
-from acl26 import models, stats
+from acl26 import models
 from acl26.papers.mta import data as D
 from acl26.papers.mta import distill as Dl
 from acl26.papers.mta import losses as L
-from acl26.papers.mta.spec import (ABLATIONS, CLAIMS, PAPER_ABLATIONS, PAPER_MAIN, PAPER_STEP,  # noqa: F401
-                                   SPEC, TEACHER_LAYERS, TEACHER_VOCAB, teacher_config)
+from acl26.papers.mta.spec import ABLATIONS, TEACHER_LAYERS
+from acl26.papers.mta.tables import run_key
 
 
 # --------------------------------------------------------------------------------------------
@@ -94,10 +93,6 @@ def conditions(params: dict) -> list[tuple[str, str, Dl.Condition, list[int]]]:
     for name, change in ABLATIONS.items():
         out.append((ab, name, Dl.Condition(base=ab, **{**dict(dsa=True, hid=True, **lam), **change}), ab_seeds))
     return out
-
-
-def run_key(base: str, name: str, seed: int) -> str:
-    return f"{base}|{name}|{seed}"
 
 
 def trl_difference(teacher, student, batch: dict) -> float:
@@ -181,69 +176,3 @@ def run_experiments(params: dict, progress: bool = True) -> dict:
             "n_resamples": params["n_resamples"], "pairs": pairs, "pairs_drawn": drawn, "tokenizer": tok, "train_items": train_items, "cache": cache,
             "params": {k: params[k] for k in ("steps", "batch_size", "lr", "lambda_dsa", "lambda_hid")}}
 
-
-# --------------------------------------------------------------------------------------------
-# tables
-
-
-def _mean_ppl(nll) -> float:
-    return float(math.exp(np.mean(nll)))
-
-
-def seed_rows(results: dict) -> list[dict]:
-    """One row per run: base, condition, seed, ROUGE-L and held-out perplexity."""
-    rows = []
-    for k, rec in results["runs"].items():
-        base, name, seed = k.split("|")
-        rows.append({"base loss": base, "condition": name, "seed": int(seed), "ROUGE-L": float(np.mean(rec["rouge"])),
-                     "perplexity": _mean_ppl(rec["nll"])})
-    return rows
-
-
-def main_frame(results: dict):
-    """Per base loss: base and base + MTA, mean over seeds with the t-interval, and their difference."""
-    import pandas as pd
-
-    rows = []
-    for base in results["base_losses"]:
-        kl = results.get("kl", {})
-        for metric, fn in (("ROUGE-L", lambda k: float(np.mean(results["runs"][k]["rouge"]))),
-                           ("log-perplexity", lambda k: float(np.mean(results["runs"][k]["nll"]))),
-                           ("KL to the teacher", lambda k: float(np.mean(kl[k])))):
-            if metric == "KL to the teacher" and not kl:
-                continue
-            vals = {c: [fn(run_key(base, c, s)) for s in results["seeds"]] for c in ("base", "MTA")}
-            d = stats.seed_interval(np.subtract(vals["MTA"], vals["base"]))
-            row = {"base loss": L.BASE_NAMES[base], "metric": metric}
-            for c in ("base", "MTA"):
-                iv = stats.seed_interval(vals[c])
-                row.update({f"{c}": iv.estimate, f"{c} ±": iv.hi - iv.estimate})
-            row.update({"MTA − base": d.estimate, "lo": d.lo, "hi": d.hi,
-                        "seeds MTA better": int(sum((a > b) if metric == "ROUGE-L" else (a < b)
-                                                    for a, b in zip(vals["MTA"], vals["base"])))})
-            rows.append(row)
-    return pd.DataFrame(rows).set_index(["base loss", "metric"])
-
-
-def ablation_frame(results: dict):
-    """The ablations on their seeds: per-pair ROUGE-L averaged over seeds, with a bootstrap interval over pairs."""
-    import pandas as pd
-
-    ab = results["ablation_base"]
-    rows = []
-    full = avg(results, ab, "MTA", "rouge")
-    for name in ["base", "MTA"] + list(ABLATIONS):
-        r = avg(results, ab, name, "rouge")
-        nll = avg(results, ab, name, "nll")
-        iv = stats.paired_bootstrap(r, full, "mean_diff", n_resamples=int(results["n_resamples"]), unit="pairs") \
-            if name != "MTA" else None
-        paper = PAPER_ABLATIONS.get("full MTA" if name == "MTA" else name)
-        rows.append({"condition": "full MTA" if name == "MTA" else name, "paper ROUGE-L": paper, "ROUGE-L": float(np.mean(r)),
-                     "perplexity": float(math.exp(np.mean(nll))),
-                     "− full MTA": iv.estimate if iv else 0.0, "lo": iv.lo if iv else 0.0, "hi": iv.hi if iv else 0.0})
-    return pd.DataFrame(rows).set_index("condition")
-
-
-def avg(results: dict, base: str, name: str, metric: str) -> np.ndarray:
-    """Per held-out pair, ``metric`` averaged over the ablation seeds."""
-    return np.mean([results["runs"][run_key(base, name, s)][metric] for s in results["ablation_seeds"]], axis=0)

@@ -1,5 +1,5 @@
 """MTA chapter (ACL 2026, arXiv 2605.01374): the verdicts, decided from :func:`acl26.papers.mta.study.run_experiments`'s
-results, each on an interval: a two-level bootstrap (seeds, then held-out pairs within each) for the
+results (read through :mod:`.tables`), each on an interval: a two-level bootstrap (seeds, then held-out pairs within each) for the
 main comparison, over held-out pairs (paired bootstrap) for the ablations; and the prose that depends on them (:func:`reading`)."""
 
 from __future__ import annotations
@@ -9,9 +9,8 @@ import numpy as np
 
 from acl26 import claims as C
 from acl26 import stats
-from acl26.papers.mta import losses as L
 from acl26.papers.mta.spec import CLAIMS, ablation_needs, kl_needs, paper_abs_gain, paper_gap, paper_rel_gain
-from acl26.papers.mta.study import ablation_frame, avg, run_key
+from acl26.papers.mta.tables import ablation_frame, avg, base_name, run_key, step_ratios
 
 
 def _verdict_at(ledger: C.Ledger, e: C.Entry, needs: float) -> str:
@@ -50,7 +49,7 @@ def _dsa_setup(results: dict) -> str:
 
 
 def record_claims(ledger: C.Ledger, results: dict) -> None:
-    """Decide every claim from :func:`run`'s results.
+    """Decide every claim from :func:`.study.run_experiments`'s results.
 
     ``results``: ``runs`` {"base|condition|seed": {"rouge": [...], "nll": [...]}}, ``kl`` {"start" or run key:
     per held-out pair KL to the teacher}, ``evals`` (teacher, start), ``seeds``, ``ablation_seeds``, ``base_losses``, ``ablation_base``, ``timing`` {"base": [s],
@@ -132,7 +131,7 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
         return stats.paired_bootstrap(avg(results, ab, a, "rouge"), avg(results, ab, b, "rouge"), "mean_diff",
                                       n_resamples=nr, unit="held-out pairs")
 
-    where = f"{L.BASE_NAMES[ab]} base, per-pair ROUGE-L averaged over {len(results['ablation_seeds'])} seed(s)"
+    where = f"{base_name(ab)} base, per-pair ROUGE-L averaged over {len(results['ablation_seeds'])} seed(s)"
     full = float(np.mean(avg(results, ab, "MTA", "rouge")))  # our full MTA's ROUGE-L: the scale of what each must resolve
     iv = diff("+DSA only", "+Hid only")
     test = next(c for c in CLAIMS if c.id == "dsa_over_hid").test
@@ -157,8 +156,7 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
                       needs=ablation_needs("importance_helps", full))
     _readings(ledger, e, paper_gap("importance_helps"))
     t = results["timing"]
-    ratios = np.asarray(t["MTA"]) / np.asarray(t["base"])
-    iv = stats.repeat_range(ratios)
+    iv = stats.repeat_range(step_ratios(results))
     ledger.record("overhead", iv.estimate, interval=iv,
                   shown=f"{iv.estimate:.2f}× ({np.median(t['base']):.2f} → {np.median(t['MTA']):.2f} s/step, median)",
                   note="a distillation step as a user runs it, on both arms: the teacher's forward (top-k "
@@ -208,14 +206,14 @@ def reading(ledger: C.Ledger, results: dict, params: dict) -> str:
     for base in results["base_losses"]:
         e = v[f"improves_{base}"]
         if e.holds != C.HOLDS:
-            notes.append(f"- **MTA improves {L.BASE_NAMES[base]}: {e.holds}.** Over {len(results['seeds'])} seeds the "
+            notes.append(f"- **MTA improves {base_name(base)}: {e.holds}.** Over {len(results['seeds'])} seeds the "
                          f"difference is {e.shown}. Each run has {params['steps']} steps, so the students stay close to "
                          "where they started, and a gain of the paper's size is of the order of the spread between seeds."
                          + _coarse(e, params, n))
     for base in results["base_losses"]:
         e = v[f"closer_{base}"]
         if e.holds != C.HOLDS and e.holds != C.UNTESTED:
-            notes.append(f"- **Our check, MTA brings the {L.BASE_NAMES[base]} student closer to the teacher (held-out "
+            notes.append(f"- **Our check, MTA brings the {base_name(base)} student closer to the teacher (held-out "
                          f"KL): {e.holds}** ({e.shown})." + (_coarse(e, params, n) or
                          " The MTA terms pull the student's hidden states toward the "
                          "teacher's, which need not lower the output KL within a short run: the base loss alone already "
