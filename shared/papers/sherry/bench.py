@@ -14,7 +14,7 @@ from acl26.papers.sherry.spec import GEMV_SHAPES
 
 def benchmarks(quick: bool = False) -> dict:
     """``acl26 bench sherry``: the kernel micro-benchmarks and the decode-speed goals."""
-    kern = kernel_bench.benchmarks(quick=quick)
+    kern = kernel_bench.time_kernels(quick=quick)
     dec = decode_benchmarks(quick=quick)
     peer = _peer_benchmarks(quick)
     return {"title": "Sherry: ternary kernels and decode speed", "rows": kern["rows"] + peer["rows"] + dec["rows"],
