@@ -8,9 +8,10 @@
 * :mod:`acl26.kernels.dp_alloc` -- Alloc-MoE: the exact per-layer expert allocation under a budget
   (dynamic programming).
 
-Each kernel is a public wrapper that validates shapes and dtypes, then calls a private jitted
-function, compiled with :func:`acl26.kernels._jit.njit` (``numba.njit`` with a cache that cannot
-fail a call). numba's on-disk cache goes to ``NUMBA_CACHE_DIR`` when it is set, else to
+Each kernel is a public wrapper that validates shapes and dtypes, then calls jitted functions (private
+to their module unless another kernel module calls them too; the SIMD intrinsics that several modules
+share are :mod:`acl26.kernels.ternary.intrinsics`), compiled with :func:`acl26.kernels._jit.njit`
+(``numba.njit`` with a cache that cannot fail a call). numba's on-disk cache goes to ``NUMBA_CACHE_DIR`` when it is set, else to
 ``$ACL26_CACHE/numba`` (the package folder may be read-only in a regular install). Importing this
 package creates no folder: the cache folder is made when a compiled kernel is first saved, a cache
 that cannot be written is skipped with a warning, and a damaged entry is recompiled.

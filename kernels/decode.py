@@ -21,10 +21,10 @@ Weights (:class:`Weights`) are stacked over the blocks, four matrices per block 
 * ``bf16``: the bits of bfloat16 matrices ``(layers, rows, cols)`` as uint16.
 
 A bf16 matrix or head multiplies its float32 input in one of two ways, fixed by the CPU
-(:data:`BF16_INPUTS`): with AVX512-BF16, the input is rounded to bf16 once and ``vdpbf16ps`` takes
-32 weight pairs per instruction (as a bf16 matrix product in PyTorch rounds its input); elsewhere
-each weight is widened to float32 exactly (``bits << 16``) and multiplied by the float32 input with
-16-lane FMAs. Sums are float32 either way.
+(:data:`~acl26.kernels.ternary.intrinsics.BF16_INPUTS`): with AVX512-BF16, the input is rounded to bf16
+once and ``vdpbf16ps`` takes 32 weight pairs per instruction (as a bf16 matrix product in PyTorch
+rounds its input); elsewhere each weight is widened to float32 exactly (``bits << 16``) and multiplied
+by the float32 input with 16-lane FMAs. Sums are float32 either way.
 
 With :attr:`Weights.act8` (:func:`with_act8`) a packed format multiplies 8-bit activations instead:
 each projection's input is quantized to int8 with one absmax scale (BitNet b1.58's activations, and
@@ -49,6 +49,10 @@ the lookup tables, residual adds) runs on the calling thread.
 Summation order differs from the numpy decoder's (sequential float32 sums here, numpy's pairwise
 sums and BLAS there), so logits agree to float32 rounding, not bit for bit; the twin
 ``tests/naive/decode.py`` and its tests state the tolerances.
+
+This module holds the step and its jitted loops; the SIMD intrinsics they call (the bf16 and Q8 row
+dot products, attention's 16-lane loops, the bit casts) are :mod:`acl26.kernels.ternary.intrinsics`',
+shared with the ternary kernels.
 """
 
 from __future__ import annotations
@@ -58,14 +62,16 @@ import time
 from typing import NamedTuple
 
 import numpy as np
-from llvmlite import ir
-from numba import prange, types
-from numba.extending import intrinsic
+from numba import prange
 
 from acl26 import checks
 from acl26.kernels import ternary as tn
 from acl26.kernels._jit import njit
 from acl26.kernels.ternary import act8 as a8
+from acl26.kernels.ternary.formats import PATTERNS_T
+from acl26.kernels.ternary.intrinsics import (BF16_INPUTS, Q8_BLOCK, ROUND, dot64_bf16, dot_q8_blocks, f32_bits,
+                                              f32_of_bf16, f32_of_bits, f32_of_f16, vaxpy, vdot)
+from acl26.kernels.ternary.simd import lut_fill, lut_tile
 
 #: public functions of this module that are not kernels (no jitted core of their own)
 NOT_KERNELS = ("new_state", "regions_per_token", "bf16_bits", "q8_head", "check_weights",
@@ -77,7 +83,6 @@ MATRICES = ("qkv", "o", "gate_up", "down")
 #: 10.9 / 13.5 / 14.8 / 14.5 GB/s with 2 / 4 / 8 / 16)
 TILE_BLOCKS = 8
 HEAD_CHUNKS = 256  # vocabulary rows per task of the head
-Q8_BLOCK = 32  # inputs per scale of the 8-bit head (ggml's Q8_0 block)
 
 
 class Weights(NamedTuple):
@@ -189,7 +194,7 @@ def with_act8(w: Weights) -> Weights:
     check_weights(w)
     if w.fmt not in tn.FORMATS or w.act8:
         raise ValueError(f"with_act8: want packed weights with float32 activations, got {w.fmt} (act8={w.act8})")
-    codes = tuple(np.stack([a8._relayout(w.fmt, w.codes[k][layer], w.signs[k][layer], tn.layout(w.fmt, (r, c)).groups)
+    codes = tuple(np.stack([a8.relayout(w.fmt, w.codes[k][layer], w.signs[k][layer], tn.layout(w.fmt, (r, c)).groups)
                             for layer in range(w.layers)])
                   for k, (r, c) in enumerate(zip(w.rows(), w.cols())))
     return w._replace(codes=codes, signs=tuple(np.zeros((w.layers, 0, 0), np.uint8) for _ in MATRICES), act8=True)
@@ -297,7 +302,7 @@ class State:
         self.logits = np.zeros(w.vocab, f32)
         chunks = -(-w.vocab // HEAD_CHUNKS)
         self.cmax, self.carg = np.zeros(chunks, f32), np.zeros(chunks, np.int64)
-        self.pt = tn._PATTERNS_T[w.fmt] if w.fmt in tn.FORMATS else np.zeros((2, 16), f32)
+        self.pt = PATTERNS_T[w.fmt] if w.fmt in tn.FORMATS else np.zeros((2, 16), f32)
         self.xb = np.zeros(width, np.uint16)  # bf16 inputs (AVX512-BF16)
         self.xq = np.zeros(hidden, np.int16)  # the 8-bit head's int16 activations
         # 8-bit activations (Weights.act8): int8 inputs, byte tables, a tile's int32 sums, the code weights
@@ -306,7 +311,7 @@ class State:
         self.xq8 = np.zeros(a8.QUAD * G * nq, np.int8)
         self.tab8 = np.zeros(256 * nq, np.uint8)
         self.acc8 = np.zeros(((max(rows) // 16 + a8.TILE) // a8.TILE if w.act8 else 1, 16 * a8.TILE), np.int32)
-        self.dec16 = a8._DEC16[w.fmt] if w.act8 else np.zeros((1, 32), np.int16)
+        self.dec16 = a8.DEC16[w.fmt] if w.act8 else np.zeros((1, 32), np.int16)
         self.a8buf = (self.xq8, self.tab8, self.acc8, self.dec16)
         self.head_seconds = 0.0  # time in the output head (and its argmax), summed over steps
 
@@ -404,128 +409,7 @@ def profile_parts(w: Weights, state: State, context: int, *, repeats: int = 5, s
 # the jitted step
 
 
-def _bits_to_float32(doc: str, lower):
-    """A scalar intrinsic: float32 of the 16-bit pattern ``u`` (an integer), by ``lower(builder, u)``."""
-
-    def typer(typingctx, u):
-        if not isinstance(u, types.Integer):
-            return None
-
-        def codegen(context, builder, signature, args):
-            v = builder.trunc(args[0], ir.IntType(16)) if args[0].type.width > 16 else args[0]
-            return lower(builder, v)
-
-        return types.float32(u), codegen
-
-    typer.__doc__ = doc
-    return intrinsic(typer)
-
-
-#: float32 of bfloat16 bits (uint16): ``bits << 16`` reinterpreted, exact
-_bf16 = _bits_to_float32("float32 of bfloat16 bits, exact", lambda b, v: b.bitcast(
-    b.shl(b.zext(v, ir.IntType(32)), ir.Constant(ir.IntType(32), 16)), ir.FloatType()))
-#: float32 of float16 bits (uint16), exact
-_f16 = _bits_to_float32("float32 of float16 bits, exact", lambda b, v: b.fpext(b.bitcast(v, ir.HalfType()),
-                                                                                ir.FloatType()))
-
-
-class _BFloat(ir.Type):
-    """LLVM's ``bfloat`` (llvmlite has no class for it; its IR is text)."""
-
-    def _to_string(self):
-        return "bfloat"
-
-
-@intrinsic
-def _dot64(typingctx, W, r, x, xb, m):
-    """``sum_j<m W[r, j] * x[j]`` for ``m`` a multiple of 64, ``W`` bf16 bits (uint16), four independent
-    16-lane accumulators (64 weights per step), summed as a tree at the end. With AVX512-BF16
-    (:data:`BF16_INPUTS`): ``vdpbf16ps`` on ``xb``, the inputs rounded to bf16 (as a bf16 matrix product
-    in PyTorch rounds them); else each weight widened to float32 (``bits << 16``, exact) and multiplied
-    by the float32 ``x`` with FMAs (LLVM splits the vectors on a CPU without 16-lane registers)."""
-    if not all(isinstance(a, types.Array) and a.layout == "C" for a in (W, x, xb)):
-        return None
-    sig = types.float32(W, r, x, xb, m)
-
-    def codegen(context, builder, signature, args):
-        tys = signature.args
-        xa = context.make_array(tys[2])(context, builder, args[2])
-        r_ = context.cast(builder, args[1], tys[1], types.int64)
-        m_ = context.cast(builder, args[4], tys[4], types.int64)
-        wrow = _row_ptr(context, builder, tys[0], args[0], r_, tn._I16)
-        fma = _fma16(builder)
-        v16i16 = ir.VectorType(tn._I16, 16)
-        accs = [tn.cgutils.alloca_once(builder, tn._V16F) for _ in range(4)]
-        for a in accs:
-            builder.store(tn._splat(tn._V16F, 0.0), a)
-        steps = builder.udiv(m_, ir.Constant(tn._I64, 64))
-        xba = context.make_array(tys[3])(context, builder, args[3])
-        v32bf = ir.VectorType(_BFloat(), 32)
-        dp = tn.cgutils.get_or_insert_function(builder.module, ir.FunctionType(tn._V16F, [tn._V16F, v32bf, v32bf]),
-                                               "llvm.x86.avx512bf16.dpbf16ps.512") if BF16_INPUTS else None
-        with tn.cgutils.for_range(builder, steps) as it:
-            base = builder.mul(it.index, ir.Constant(tn._I64, 64))
-            if BF16_INPUTS:  # 32 weight pairs per instruction, two accumulators
-                for u in range(2):
-                    off = builder.add(base, ir.Constant(tn._I64, 32 * u))
-                    w = builder.bitcast(tn._load(builder, builder.gep(wrow, [off], source_etype=tn._I16),
-                                                 ir.VectorType(tn._I16, 32)), v32bf)
-                    xv = builder.bitcast(tn._load(builder, builder.gep(xba.data, [off], source_etype=tn._I16),
-                                                  ir.VectorType(tn._I16, 32)), v32bf)
-                    builder.store(builder.call(dp, [builder.load(accs[u]), w, xv]), accs[u])
-            else:
-                for u, acc in enumerate(accs):
-                    off = builder.add(base, ir.Constant(tn._I64, 16 * u))
-                    w = tn._load(builder, builder.gep(wrow, [off], source_etype=tn._I16), v16i16)
-                    w = builder.bitcast(builder.shl(builder.zext(w, tn._V16I), tn._splat(tn._V16I, 16)), tn._V16F)
-                    xv = tn._load(builder, builder.gep(xa.data, [off], source_etype=tn._F32), tn._V16F)
-                    builder.store(builder.call(fma, [w, xv, builder.load(acc)]), acc)
-        v = builder.fadd(builder.fadd(builder.load(accs[0]), builder.load(accs[1])),
-                         builder.fadd(builder.load(accs[2]), builder.load(accs[3])))
-        return _hsum(builder, v)
-
-    return sig, codegen
-
-
-def _hsum(builder, v):
-    """The sum of a <16 x float>'s lanes, as a tree (lanes i and i + width/2)."""
-    width = 16
-    while width > 1:
-        half = width // 2
-        hi = builder.shuffle_vector(v, v, ir.Constant(tn._V16I, [half + i if i < half else i for i in range(16)]))
-        v = builder.fadd(v, hi)
-        width = half
-    return builder.extract_element(v, ir.Constant(tn._I32, 0))
-
-
-@intrinsic
-def _f32_bits(typingctx, v):
-    """The bits of a float32 as uint32."""
-    if v != types.float32:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(32))
-
-    return types.uint32(v), codegen
-
-
-@intrinsic
-def _f32_of_bits(typingctx, u):
-    """The float32 whose bits are the low 32 bits of the integer ``u``."""
-    if not isinstance(u, types.Integer):
-        return None
-
-    def codegen(context, builder, signature, args):
-        v = args[0]
-        v = builder.trunc(v, ir.IntType(32)) if v.type.width > 32 else v
-        return builder.bitcast(v, ir.FloatType())
-
-    return types.float32(u), codegen
-
-
 _LOG2E, _LN2_HI, _LN2_LO = np.float32(1.44269504088896341), np.float32(0.693359375), np.float32(-2.12194440e-4)
-_ROUND = a8._ROUND  # v + _ROUND - _ROUND: v rounded to an integer (|v| < 2**22), half to even
 
 
 @njit(cache=True, inline="always")
@@ -534,7 +418,7 @@ def _expf(v):
     polynomial in ``r``, times ``2**n`` built in the exponent bits): within 2 ulp of ``exp``, and
     branch-free, so loops over it vectorize (numba's ``np.exp`` calls libm one value at a time)."""
     v = min(max(v, np.float32(-87.0)), np.float32(88.0))
-    n = (v * _LOG2E + _ROUND) - _ROUND
+    n = (v * _LOG2E + ROUND) - ROUND
     r = v - n * _LN2_HI - n * _LN2_LO
     p = np.float32(1.9875691500e-4)
     p = p * r + np.float32(1.3981999507e-3)
@@ -543,7 +427,7 @@ def _expf(v):
     p = p * r + np.float32(1.6666665459e-1)
     p = p * r + np.float32(5.0000001201e-1)
     p = p * r * r + r + np.float32(1.0)
-    return p * _f32_of_bits((np.int32(n) + 127) << 23)
+    return p * f32_of_bits((np.int32(n) + 127) << 23)
 
 
 @njit(cache=True, error_model="numpy")  # no ZeroDivisionError branch: the loop vectorizes
@@ -560,18 +444,18 @@ def _round_bf16(x, xb):
     """``xb`` = bf16 bits of ``x`` rounded to nearest even (only where :data:`BF16_INPUTS`; finite ``x``)."""
     if BF16_INPUTS:
         for j in range(x.shape[0]):
-            u = _f32_bits(x[j])
+            u = f32_bits(x[j])
             xb[j] = np.uint16((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16))
 
 
 @njit(cache=True)
 def _dot_bf16(W, r, x, xb):
-    """``sum_j W[r, j] * x[j]`` (see :func:`_dot64`; the last ``n % 64`` one by one, on the same inputs)."""
+    """``sum_j W[r, j] * x[j]`` (see :func:`dot64_bf16`; the last ``n % 64`` one by one, on the same inputs)."""
     n = x.shape[0]
     m = n - n % 64
-    acc = _dot64(W, r, x, xb, m)
+    acc = dot64_bf16(W, r, x, xb, m)
     for j in range(m, n):
-        acc += _bf16(W[r, j]) * (_bf16(xb[j]) if BF16_INPUTS else x[j])
+        acc += f32_of_bf16(W[r, j]) * (f32_of_bf16(xb[j]) if BF16_INPUTS else x[j])
     return acc
 
 
@@ -591,10 +475,10 @@ def _packed_tile(t, codes, signs, scale, lut, y, out, level, signed):
     b0 = TILE_BLOCKS * t
     npairs = codes.shape[1] // 16
     if b0 + TILE_BLOCKS <= codes.shape[0]:
-        tn._lut_tile(codes, signs, lut, out, b0, 0, npairs, 0, level, signed, TILE_BLOCKS, 1)
+        lut_tile(codes, signs, lut, out, b0, 0, npairs, 0, level, signed, TILE_BLOCKS, 1)
     else:
         for b in range(b0, codes.shape[0]):
-            tn._lut_tile(codes, signs, lut, out[16 * (b - b0):], b, 0, npairs, 0, level, signed, 1, 1)
+            lut_tile(codes, signs, lut, out[16 * (b - b0):], b, 0, npairs, 0, level, signed, 1, 1)
     r0 = 16 * b0
     for i in range(min(16 * TILE_BLOCKS, y.shape[0] - r0)):
         y[r0 + i] = out[i] * scale[r0 + i]
@@ -615,11 +499,11 @@ def _fill_lut(xin, xpad, PT, lut, groups):
     for j in range(n, G * groups):
         xpad[j] = 0.0
     if G == 4:
-        tn._lut_fill(xpad, PT, lut[0], groups, 4)
+        lut_fill(xpad, PT, lut[0], groups, 4)
     elif G == 3:
-        tn._lut_fill(xpad, PT, lut[0], groups, 3)
+        lut_fill(xpad, PT, lut[0], groups, 3)
     else:
-        tn._lut_fill(xpad, PT, lut[0], groups, 2)
+        lut_fill(xpad, PT, lut[0], groups, 2)
 
 
 @njit(cache=True)
@@ -629,9 +513,9 @@ def _mv(k, layer, xin, y, dense, codes, signs, scales, PT, level, signed, xpad, 
     elif act8:  # int8 inputs, byte tables (acl26.kernels.ternary.act8)
         xq8, tab8, acc8, dec16 = a8buf
         nq = codes[k].shape[2] // (a8.TILE * (a8.SIGNED_STRIDE if signed else a8.STRIDE))
-        sx = a8._quantize(xin, xq8[:a8.QUAD * dec16.shape[0] * nq])
-        a8._fill(xq8, dec16, tab8, nq)
-        a8._gemv_par(codes[k][layer], scales[k][layer], tab8, sx, y, acc8, signed, nq, level)
+        sx = a8.quantize_int8(xin, xq8[:a8.QUAD * dec16.shape[0] * nq])
+        a8.fill_tables(xq8, dec16, tab8, nq)
+        a8.gemv_par(codes[k][layer], scales[k][layer], tab8, sx, y, acc8, signed, nq, level)
     else:
         _fill_lut(xin, xpad, PT, lut, codes[k].shape[2] // 8)
         _gemv_packed(codes[k][layer], signs[k][layer], scales[k][layer], lut, y, scratch, level, signed)
@@ -657,75 +541,6 @@ def _rope(v, off, hd, cos, sin, pos):
         v[off + half + i] = b * c + a * s
 
 
-def _fma16(builder):
-    """LLVM's <16 x float> fused multiply-add."""
-    return tn.cgutils.get_or_insert_function(builder.module, ir.FunctionType(tn._V16F, [tn._V16F] * 3),
-                                             "llvm.fma.v16f32")
-
-
-def _row_ptr(context, builder, ty, val, r, etype):
-    """Pointer to row ``r`` (an i64) of a 2-D C array."""
-    a = context.make_array(ty)(context, builder, val)
-    return builder.gep(a.data, [builder.mul(r, builder.extract_value(a.shape, 1))], source_etype=etype)
-
-
-def _vec_ptr(context, builder, ty, val, off):
-    """Pointer to element ``off`` of a 1-D C array."""
-    a = context.make_array(ty)(context, builder, val)
-    return builder.gep(a.data, [off], source_etype=tn._F32)
-
-
-@intrinsic
-def _vdot(typingctx, a, ao, b, bo, n):
-    """``sum_{i < n} a[ao + i] * b[bo + i]`` for ``n`` a multiple of 16 (16-lane FMAs, a tree sum); 1-D
-    C-contiguous float32 arrays."""
-    if not all(isinstance(v, types.Array) and v.layout == "C" for v in (a, b)):
-        return None
-    sig = types.float32(a, ao, b, bo, n)
-
-    def codegen(context, builder, signature, args):
-        tys = signature.args
-        ao_, bo_, n_ = (context.cast(builder, args[k], tys[k], types.int64) for k in (1, 3, 4))
-        pa, pb = _vec_ptr(context, builder, tys[0], args[0], ao_), _vec_ptr(context, builder, tys[2], args[2], bo_)
-        fma = _fma16(builder)
-        acc = tn.cgutils.alloca_once(builder, tn._V16F)
-        builder.store(tn._splat(tn._V16F, 0.0), acc)
-        with tn.cgutils.for_range(builder, builder.udiv(n_, ir.Constant(tn._I64, 16))) as it:
-            off = builder.mul(it.index, ir.Constant(tn._I64, 16))
-            va = tn._load(builder, builder.gep(pa, [off], source_etype=tn._F32), tn._V16F)
-            vb = tn._load(builder, builder.gep(pb, [off], source_etype=tn._F32), tn._V16F)
-            builder.store(builder.call(fma, [va, vb, builder.load(acc)]), acc)
-        return _hsum(builder, builder.load(acc))
-
-    return sig, codegen
-
-
-@intrinsic
-def _vaxpy(typingctx, y, yo, a, ao, p, n):
-    """``y[yo + i] += p * a[ao + i]`` for ``i < n``, ``n`` a multiple of 16 (1-D C float32 arrays)."""
-    if not all(isinstance(v, types.Array) and v.layout == "C" for v in (y, a)):
-        return None
-    sig = types.void(y, yo, a, ao, p, n)
-
-    def codegen(context, builder, signature, args):
-        tys = signature.args
-        yo_, ao_, n_ = (context.cast(builder, args[k], tys[k], types.int64) for k in (1, 3, 5))
-        py, pa = _vec_ptr(context, builder, tys[0], args[0], yo_), _vec_ptr(context, builder, tys[2], args[2], ao_)
-        pv = context.cast(builder, args[4], tys[4], types.float32)
-        pv = builder.shuffle_vector(builder.insert_element(ir.Constant(tn._V16F, None), pv, ir.Constant(tn._I32, 0)),
-                                    ir.Constant(tn._V16F, None), ir.Constant(tn._V16I, [0] * 16))
-        fma = _fma16(builder)
-        with tn.cgutils.for_range(builder, builder.udiv(n_, ir.Constant(tn._I64, 16))) as it:
-            off = builder.mul(it.index, ir.Constant(tn._I64, 16))
-            yp = builder.gep(py, [off], source_etype=tn._F32)
-            va = tn._load(builder, builder.gep(pa, [off], source_etype=tn._F32), tn._V16F)
-            builder.store(builder.call(fma, [pv, va, tn._load(builder, yp, tn._V16F)]),
-                          builder.bitcast(yp, tn._V16F.as_pointer()), align=1)
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
 @njit(cache=True, fastmath=True)
 def _attend(h, qkv, K, V, T, out, scores, group, inv_sqrt):
     """Head ``h``: softmax(q K^T / sqrt(hd)) V over positions ``0 .. T-1`` into ``out[h*hd : (h+1)*hd]``.
@@ -738,7 +553,7 @@ def _attend(h, qkv, K, V, T, out, scores, group, inv_sqrt):
     m = np.float32(-np.inf)
     for t in range(T):
         k0 = (kv * cap + t) * hd
-        s = _vdot(qkv, q0, K, k0, m16)
+        s = vdot(qkv, q0, K, k0, m16)
         for d in range(m16, hd):
             s += qkv[q0 + d] * K[k0 + d]
         s *= inv_sqrt
@@ -756,7 +571,7 @@ def _attend(h, qkv, K, V, T, out, scores, group, inv_sqrt):
     for t in range(T):
         p = scores[h, t] * inv
         v0 = (kv * cap + t) * hd
-        _vaxpy(out, q0, V, v0, p, m16)
+        vaxpy(out, q0, V, v0, p, m16)
         for d in range(m16, hd):
             out[q0 + d] += p * V[v0 + d]
 
@@ -767,67 +582,17 @@ def _attention(qkv, K, V, T, out, scores, group, inv_sqrt):
         _attend(h, qkv, K, V, T, out, scores, group, inv_sqrt)
 
 
-_HOST_AVX512BW = tn.HOST_SIMD_LEVEL == 2 and "+avx512bw" in tn.HOST_FEATURES
-#: whether bf16 matrices and the bf16 head multiply bf16-rounded inputs with AVX512-BF16's vdpbf16ps (the
-#: CPU has it) rather than widening each weight to float32 and multiplying float32 inputs
-BF16_INPUTS = tn.HOST_SIMD_LEVEL == 2 and "+avx512bf16" in tn.HOST_FEATURES
-
-
-@intrinsic
-def _q8_blocks(typingctx, Q, S, r, xq, nb):
-    """``sum_{b < nb} d[r, b] * sum_{j in block b} Q[r, j] * xq[j]`` over whole blocks of 32, ``xq`` the
-    int16 activations: per block, 32 int8 x int16 products summed in int32 (exact), converted to float32
-    and multiplied by the block's scale into a running 16-lane vector; a tree sum at the end. ``Q`` int8
-    and ``S`` (float16 bits) 2-D, ``xq`` int16 1-D, all C-contiguous."""
-    if not all(isinstance(a, types.Array) and a.layout == "C" for a in (Q, S, xq)):
-        return None
-    sig = types.float32(Q, S, r, xq, nb)
-
-    def codegen(context, builder, signature, args):
-        tys = signature.args
-        xa = context.make_array(tys[3])(context, builder, args[3])
-        r_ = context.cast(builder, args[2], tys[2], types.int64)
-        nb_ = context.cast(builder, args[4], tys[4], types.int64)
-        qrow = _row_ptr(context, builder, tys[0], args[0], r_, tn._I8)
-        srow = _row_ptr(context, builder, tys[1], args[1], r_, tn._I16)
-        fma = _fma16(builder)
-        v32i32, v32i16 = ir.VectorType(tn._I32, 32), ir.VectorType(tn._I16, 32)
-        total = tn.cgutils.alloca_once(builder, tn._V16F)
-        builder.store(tn._splat(tn._V16F, 0.0), total)
-        with tn.cgutils.for_range(builder, nb_) as it:
-            off = builder.mul(it.index, ir.Constant(tn._I64, Q8_BLOCK))
-            q = tn._load(builder, builder.gep(qrow, [off], source_etype=tn._I8), ir.VectorType(tn._I8, 32))
-            xv = tn._load(builder, builder.gep(xa.data, [off], source_etype=tn._I16), v32i16)
-            if _HOST_AVX512BW:  # vpmaddwd: adjacent int16 products summed in pairs, one instruction
-                pmadd = tn.cgutils.get_or_insert_function(builder.module, ir.FunctionType(tn._V16I, [v32i16, v32i16]),
-                                                          "llvm.x86.avx512.pmaddw.d.512")
-                s32 = builder.call(pmadd, [builder.sext(q, v32i16), xv])
-            else:  # |q x| <= 127 * 32767: the sum of 32 fits in int32
-                p = builder.mul(builder.sext(q, v32i32), builder.sext(xv, v32i32))
-                s32 = builder.add(builder.shuffle_vector(p, p, ir.Constant(tn._V16I, list(range(16)))),
-                                  builder.shuffle_vector(p, p, ir.Constant(tn._V16I, list(range(16, 32)))))
-            acc = builder.sitofp(s32, tn._V16F)
-            d16 = builder.load(builder.gep(srow, [it.index], source_etype=tn._I16))
-            d = builder.fpext(builder.bitcast(d16, ir.HalfType()), tn._F32)
-            dv = builder.shuffle_vector(builder.insert_element(ir.Constant(tn._V16F, None), d, ir.Constant(tn._I32, 0)),
-                                        ir.Constant(tn._V16F, None), ir.Constant(tn._V16I, [0] * 16))
-            builder.store(builder.call(fma, [acc, dv, builder.load(total)]), total)
-        return _hsum(builder, builder.load(total))
-
-    return sig, codegen
-
-
 @njit(cache=True)
 def _dot_q8(Q, S, r, xq, n):
     """``sum_b d[r, b] * sum_{j in block b} Q[r, j] * xq[j]`` over the ``n`` inputs of the 8-bit head's row
     ``r`` (a last partial block one by one)."""
     full = n // Q8_BLOCK
-    acc = _q8_blocks(Q, S, r, xq, full)
+    acc = dot_q8_blocks(Q, S, r, xq, full)
     if full < S.shape[1]:
         s = 0
         for j in range(full * Q8_BLOCK, n):
             s += np.int32(Q[r, j]) * np.int32(xq[j])
-        acc += np.float32(s) * _f16(S[r, full])
+        acc += np.float32(s) * f32_of_f16(S[r, full])
     return acc
 
 
@@ -914,7 +679,7 @@ def _blocks(tok, pos, embed, norms, fnorm, cos, sin, dense, codes, signs, scales
     qd, kvd = H * hd, KV * hd
     inv_sqrt = np.float32(1.0 / math.sqrt(hd))
     for j in range(x.shape[0]):
-        x[j] = _bf16(embed[tok, j])
+        x[j] = f32_of_bf16(embed[tok, j])
     for layer in range(norms.shape[0]):
         _rmsnorm(x, norms[layer, 0], h, eps)
         _mv(0, layer, h, qkv, dense, codes, signs, scales, PT, level, signed, xpad, xb, lut, scratch, act8, a8buf)

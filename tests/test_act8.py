@@ -5,6 +5,7 @@ import pytest
 
 from acl26.kernels import ternary as tn
 from acl26.kernels.ternary import act8
+from acl26.kernels.ternary.formats import DECODE
 from naive.ternary import act8 as naive_act8
 
 FORMATS = ("sherry", "tl2", "i2")
@@ -16,7 +17,7 @@ def _random_ternary(rng, fmt, rows, cols):
     """A random matrix every code of ``fmt`` can hold (Sherry: 3:4 groups; TL2, I2: any ternary)."""
     f = tn.FORMATS[fmt]
     used = list(f.used) + ([c | 16 for c in f.used] if f.signed else [])
-    dec = tn._DECODE[fmt]
+    dec = DECODE[fmt]
     groups = -(-cols // f.group)
     return np.ascontiguousarray(dec[rng.choice(used, (rows, groups))].reshape(rows, -1)[:, :cols])
 

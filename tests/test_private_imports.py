@@ -1,4 +1,4 @@
-"""One name, one thing (issue 42, point 5): no module of acl26 (shared/ and kernels/) imports a private
+"""One name, one thing (issue 42, points 4 and 5): no module of acl26 (shared/ and kernels/) imports a private
 name (a leading underscore, dunders aside) from another acl26 module, whether by ``from m import _x`` or
 by ``m._x`` on an imported module. A helper another module needs is public. (tests/test_validate_once.py
 checks the narrower rule that a chapter's study and verdicts use only its spec's public names.)"""
@@ -11,31 +11,6 @@ from pathlib import Path
 from test_architecture import modules as acl26_modules  # every acl26 module by its dotted name
 
 ROOT = Path(__file__).resolve().parents[1]
-
-#: the kernels' private imports, left as they are for issue 42, point 4 (the kernels' SIMD helpers and
-#: format tables, shared across acl26.kernels.decode and the acl26.kernels.ternary package):
-#: (importer, module) -> the private names it takes. Nothing outside acl26.kernels may be added here.
-_KERNELS: dict[tuple[str, str], set[str]] = {
-    ("acl26.kernels.decode", "acl26.kernels.ternary"): {
-        "_F32", "_I16", "_I32", "_I64", "_I8", "_PATTERNS_T", "_V16F", "_V16I", "_load", "_lut_fill", "_lut_tile",
-        "_splat"},
-    ("acl26.kernels.decode", "acl26.kernels.ternary.act8"): {
-        "_DEC16", "_ROUND", "_fill", "_gemv_par", "_quantize", "_relayout"},
-    ("acl26.kernels.ternary", "acl26.kernels.ternary.formats"): {"_DECODE", "_ENCODE", "_PATTERNS_T"},
-    ("acl26.kernels.ternary", "acl26.kernels.ternary.matmul"): {"_stream_sum"},
-    ("acl26.kernels.ternary", "acl26.kernels.ternary.pack"): {"_check_packed"},
-    ("acl26.kernels.ternary", "acl26.kernels.ternary.simd"): {
-        "_F32", "_I16", "_I32", "_I64", "_I8", "_V16F", "_V16I", "_V8F", "_V8I", "_host_simd_level", "_load",
-        "_lookup16", "_lut_fill", "_lut_tile", "_splat"},
-    ("acl26.kernels.ternary.act8", "acl26.kernels.ternary.formats"): {"_DECODE", "_format", "_layout", "_shape"},
-    ("acl26.kernels.ternary.act8", "acl26.kernels.ternary.pack"): {"_check_packed"},
-    ("acl26.kernels.ternary.act8", "acl26.kernels.ternary.simd"): {"_I16", "_I32", "_I64", "_I8", "_V16I", "_load"},
-    ("acl26.kernels.ternary.matmul", "acl26.kernels.ternary.formats"): {"_PATTERNS_T", "_format"},
-    ("acl26.kernels.ternary.matmul", "acl26.kernels.ternary.pack"): {"_check_packed"},
-    ("acl26.kernels.ternary.matmul", "acl26.kernels.ternary.simd"): {"_lut_fill", "_lut_tile"},
-    ("acl26.kernels.ternary.pack", "acl26.kernels.ternary.formats"): {"_DECODE", "_ENCODE", "_shape"},
-}
-ALLOWED = {(importer, module, name) for (importer, module), names in _KERNELS.items() for name in names}
 
 
 def _private(name: str) -> bool:
@@ -87,7 +62,5 @@ def test_the_scan_sees_both_forms(tmp_path):
 def test_no_acl26_module_imports_a_private_name_from_another():
     modules = acl26_modules()
     assert len(modules) > 40 and "acl26.kernels" in modules and "acl26.papers.lopt.method" in modules
-    found = {hit for name, path in modules.items() for hit in private_imports(name, path, modules)}
-    assert found - ALLOWED == set(), sorted(found - ALLOWED)
-    assert ALLOWED <= found, f"an allowed import is gone: drop it from _KERNELS: {sorted(ALLOWED - found)}"
-    assert all(importer.startswith("acl26.kernels.") or importer == "acl26.kernels" for importer, _, _ in ALLOWED)
+    found = sorted(hit for name, path in modules.items() for hit in private_imports(name, path, modules))
+    assert found == [], found

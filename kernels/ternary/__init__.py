@@ -63,18 +63,18 @@ One entry point per operation, :func:`gemv` and :func:`gemm`, takes the format b
 
 The code is split along those ideas: :mod:`.formats` (the codes, :class:`Packed`, :func:`layout`,
 :func:`bits_per_weight`), :mod:`.quantize`, :mod:`.pack` (pack / unpack), :mod:`.simd` (the lookup
-intrinsic and the SIMD level) and :mod:`.matmul` (GEMV / GEMM and the read-bandwidth probe), and :mod:`.act8` (GEMV on 8-bit activations,
-byte tables in another layout of the same streams). This
-package re-exports them all; ``tests/naive/ternary/`` holds their twins, split to match.
+intrinsic and the SIMD level), :mod:`.matmul` (GEMV / GEMM and the read-bandwidth probe), :mod:`.act8`
+(GEMV on 8-bit activations, byte tables in another layout of the same streams) and :mod:`.intrinsics`
+(the LLVM building blocks and numba intrinsics that :mod:`.simd`, :mod:`.act8` and
+:mod:`acl26.kernels.decode` share, and what the host CPU lets them emit). This package re-exports the
+kernels and their types, formats and SIMD levels; ``tests/naive/ternary/`` holds the kernels' twins,
+split to match.
 """
 
 from acl26.kernels.ternary.act8 import SIMD as ACT8_SIMD, Act8, gemv_act8, to_act8  # noqa: F401
-from acl26.kernels.ternary.formats import (_DECODE, _ENCODE, _PATTERNS_T, BLOCK_ROWS, FORMATS, Format, Layout,  # noqa: F401
-                                           Packed, bits_per_weight, layout)
-from acl26.kernels.ternary.matmul import GEMM_TILE, GEMV_BLOCKS, _stream_sum, gemm, gemv, read_bandwidth  # noqa: F401
-from acl26.kernels.ternary.pack import (_check_packed, pack_i2, pack_sherry, pack_tl2, unpack_i2, unpack_sherry,  # noqa: F401
-                                        unpack_tl2)
+from acl26.kernels.ternary.formats import BLOCK_ROWS, FORMATS, Format, Layout, Packed, bits_per_weight, layout  # noqa: F401
+from acl26.kernels.ternary.intrinsics import HOST_FEATURES, HOST_SIMD_LEVEL  # noqa: F401
+from acl26.kernels.ternary.matmul import GEMM_TILE, GEMV_BLOCKS, gemm, gemv, read_bandwidth  # noqa: F401
+from acl26.kernels.ternary.pack import pack_i2, pack_sherry, pack_tl2, unpack_i2, unpack_sherry, unpack_tl2  # noqa: F401
 from acl26.kernels.ternary.quantize import absmean_ternarize, sparse_ternarize  # noqa: F401
-from acl26.kernels.ternary.simd import (_F32, _I8, _I16, _I32, _I64, _V8F, _V8I, _V16F, _V16I, HOST_SIMD_LEVEL,  # noqa: F401
-                                        SIMD_LEVELS, HOST_FEATURES, _host_simd_level, _load, _lookup16, _lut_fill, _lut_tile, _splat,
-                                        cgutils, simd_level)
+from acl26.kernels.ternary.simd import SIMD_LEVELS, simd_level  # noqa: F401

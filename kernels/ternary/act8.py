@@ -8,7 +8,7 @@ models Sherry
 quantizes, and what llama.cpp's TQ1_0/TQ2_0 multiply; a vector with ``max|x| < 2**-100`` counts as zero),
 so a group's table holds integers: the 32 signed
 sums ``T[c] = sum_t P[c, t] * xq[G*j + t]`` of its 5-bit codes ``c = index | sign << 4`` (the weights
-of :data:`~acl26.kernels.ternary.formats._DECODE`). ``|T| <= 4 * 127`` needs 16 bits, so each table is
+of :data:`~acl26.kernels.ternary.formats.DECODE`). ``|T| <= 4 * 127`` needs 16 bits, so each table is
 kept as two byte planes (low byte, unsigned; high byte, signed). On a CPU with AVX512-VBMI and
 AVX512-VNNI (:data:`SIMD`) the kernel looks up the tables of four groups for 16 rows (64 codes) with
 two ``vpermi2b`` (a 128-byte table each, one per plane) and sums them into the 16 rows' int32
@@ -41,15 +41,17 @@ from typing import NamedTuple
 import numpy as np
 from llvmlite import ir
 from numba import prange, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from acl26.kernels._jit import njit
-from acl26.kernels.ternary.formats import _DECODE, BLOCK_ROWS, FORMATS, Packed, _format, _layout, _shape
-from acl26.kernels.ternary.pack import _check_packed
-from acl26.kernels.ternary.simd import _I8, _I16, _I32, _I64, _V16I, HOST_FEATURES, HOST_SIMD_LEVEL, _load, cgutils, simd_level
+from acl26.kernels.ternary.formats import BLOCK_ROWS, DECODE, FORMATS, Packed, check_format, check_shape, layout
+from acl26.kernels.ternary.intrinsics import HOST_FEATURES, HOST_SIMD_LEVEL, I8, I16, I32, I64, ROUND, V16I, load
+from acl26.kernels.ternary.pack import check_packed
+from acl26.kernels.ternary.simd import simd_level
 
 #: public functions of this module that are not kernels (no jitted core, so no numpy twin)
-NOT_KERNELS = ("to_act8", "quads", "stride")
+NOT_KERNELS = ("to_act8", "quads", "stride", "relayout")
 
 #: blocks of 16 rows per tile (one task, one contiguous stream). Measured in the fused step at the 0.7B
 #: shape, 2 threads, blocks' ms per token (median of 7 x 16 tokens): 7.14 / 6.59-6.61 / 6.94 / 7.79 with
@@ -86,7 +88,7 @@ def stride(fmt: str) -> int:
 
 def quads(fmt: str, cols: int) -> int:
     """Quads of groups in a row of ``cols`` inputs."""
-    return -(-_layout(fmt, 1, cols).groups // QUAD)
+    return -(-layout(fmt, (1, cols)).groups // QUAD)
 
 
 def to_act8(packed: Packed) -> Act8:
@@ -95,11 +97,11 @@ def to_act8(packed: Packed) -> Act8:
     if not isinstance(packed, Packed):
         raise ValueError(f"packed must be a ternary Packed matrix, got {type(packed).__name__}")
     fmt = packed.fmt
-    lay = _check_packed(fmt, packed)
-    return Act8(fmt, lay[:2], _relayout(fmt, packed.codes, packed.signs, lay.groups))
+    lay = check_packed(fmt, packed)
+    return Act8(fmt, lay[:2], relayout(fmt, packed.codes, packed.signs, lay.groups))
 
 
-def _relayout(fmt: str, codes: np.ndarray, signs: np.ndarray, groups: int) -> np.ndarray:
+def relayout(fmt: str, codes: np.ndarray, signs: np.ndarray, groups: int) -> np.ndarray:
     """The packed streams ``codes`` (blocks, 16 * pairs) and ``signs`` (blocks, 4 * pairs) of a matrix with
     ``groups`` groups per row as :class:`Act8` streams (tiles, quads * TILE * stride)."""
     nb = codes.shape[0]
@@ -135,8 +137,8 @@ def gemv_act8(a: Act8, scale, x: np.ndarray, *, parallel: bool = True, simd: str
     if not isinstance(a, Act8):
         raise ValueError(f"a must be an Act8 matrix (to_act8), got {type(a).__name__}")
     fmt = a.fmt
-    f = _format(fmt)
-    rows, cols = _shape(a.shape)
+    f = check_format(fmt)
+    rows, cols = check_shape(a.shape)
     if fmt == "sherry" and cols % 4:
         raise ValueError(f"a.shape[1] (cols) must be a multiple of 4 for sherry, got {cols}")
     nq, S = quads(fmt, cols), stride(fmt)
@@ -163,27 +165,26 @@ def gemv_act8(a: Act8, scale, x: np.ndarray, *, parallel: bool = True, simd: str
     tab = np.zeros(256 * nq, np.uint8)
     y = np.empty(rows, np.float32)
     acc = np.empty((want[0], BLOCK_ROWS * TILE), np.int32)
-    sx = np.float32(_quantize(x32, xq))  # numba hands a float32 back as a Python float
-    _fill(xq, _DEC16[fmt], tab, nq)
+    sx = np.float32(quantize_int8(x32, xq))  # numba hands a float32 back as a Python float
+    fill_tables(xq, DEC16[fmt], tab, nq)
     streams = np.ascontiguousarray(a.streams)
     if parallel:
-        _gemv_par(streams, s32, tab, sx, y, acc, f.signed, nq, level)
+        gemv_par(streams, s32, tab, sx, y, acc, f.signed, nq, level)
     else:
         _gemv_ser(streams, s32, tab, sx, y, acc, f.signed, nq, level)
     return y
 
 
 #: per format, the weights of the 32 codes by position in the group: (G, 32) int16
-_DEC16 = {name: np.ascontiguousarray(d.T.astype(np.int16)) for name, d in _DECODE.items()}
+DEC16 = {name: np.ascontiguousarray(d.T.astype(np.int16)) for name, d in DECODE.items()}
 
 
-_ROUND = np.float32(1.5 * 2 ** 23)  # v + _ROUND - _ROUND rounds |v| < 2**22 to an integer, half to even (float32)
 _TINY = 2.0 ** -100  # max|x| below this quantizes to zero (1 / (max|x| / 127) must stay finite)
 _TINY_BITS = np.uint32(np.float32(_TINY).view(np.uint32))
 
 
 @njit(cache=True)
-def _quantize(x, xq):
+def quantize_int8(x, xq):
     """``xq[:n] = round_half_even(x * (1 / sx))`` int8 with ``sx = max|x| / 127`` (float32), ``xq[n:] = 0``;
     returns ``sx``. A vector with ``max|x| < 2**-100`` counts as zero (``sx = 1``, ``xq = 0``: below that
     ``1 / sx`` can overflow float32); a vector with inf or NaN gives ``sx = NaN`` and ``xq = 0``. The
@@ -208,13 +209,13 @@ def _quantize(x, xq):
     sx = m.view(np.float32)[0] / np.float32(127.0)
     inv = np.float32(1.0) / sx
     for j in range(x.shape[0]):  # |x * inv| <= 127 (+ rounding): no clamp needed, the int8 cast is exact
-        xq[j] = np.int8((x[j] * inv + _ROUND) - _ROUND)
+        xq[j] = np.int8((x[j] * inv + ROUND) - ROUND)
     return sx
 
 
 @intrinsic
 def _fill_quads(typingctx, xq, D, tab, nq):
-    """The byte planes of every quad's tables (see :func:`_fill`); ``D`` is the format's (G, 32) int16
+    """The byte planes of every quad's tables (see :func:`fill_tables`); ``D`` is the format's (G, 32) int16
     code weights. Plain vector IR (32 int16 lanes per group), for any CPU."""
     if not all(isinstance(a, types.Array) and a.layout == "C" for a in (xq, D, tab)):
         return None
@@ -225,19 +226,19 @@ def _fill_quads(typingctx, xq, D, tab, nq):
         xa, da, ta = (context.make_array(tys[k])(context, builder, args[k]) for k in range(3))
         G = builder.extract_value(da.shape, 0)
         n = context.cast(builder, args[3], tys[3], types.int64)
-        v32w, v32b = ir.VectorType(_I16, 32), ir.VectorType(_I8, 32)
-        i64 = lambda v: ir.Constant(_I64, v)  # noqa: E731
+        v32w, v32b = ir.VectorType(I16, 32), ir.VectorType(I8, 32)
+        i64 = lambda v: ir.Constant(I64, v)  # noqa: E731
         gq = builder.mul(n, i64(QUAD))
         with cgutils.for_range(builder, gq) as it:  # group j of the row
             j = it.index
             acc = cgutils.alloca_once_value(builder, ir.Constant(v32w, [0] * 32))
             with cgutils.for_range(builder, G) as tt:
                 t = tt.index
-                w = _load(builder, builder.gep(da.data, [builder.mul(t, i64(32))], source_etype=_I16), v32w)
-                a = builder.load(builder.gep(xa.data, [builder.add(builder.mul(j, G), t)], source_etype=_I8))
-                a32 = builder.shuffle_vector(builder.insert_element(ir.Constant(v32w, None), builder.sext(a, _I16),
-                                                                    ir.Constant(_I32, 0)),
-                                             ir.Constant(v32w, None), ir.Constant(ir.VectorType(_I32, 32), [0] * 32))
+                w = load(builder, builder.gep(da.data, [builder.mul(t, i64(32))], source_etype=I16), v32w)
+                a = builder.load(builder.gep(xa.data, [builder.add(builder.mul(j, G), t)], source_etype=I8))
+                a32 = builder.shuffle_vector(builder.insert_element(ir.Constant(v32w, None), builder.sext(a, I16),
+                                                                    ir.Constant(I32, 0)),
+                                             ir.Constant(v32w, None), ir.Constant(ir.VectorType(I32, 32), [0] * 32))
                 builder.store(builder.add(builder.load(acc), builder.mul(w, a32)), acc)
             v = builder.load(acc)
             q, g = builder.udiv(j, i64(QUAD)), builder.urem(j, i64(QUAD))
@@ -245,7 +246,7 @@ def _fill_quads(typingctx, xq, D, tab, nq):
             lo = builder.trunc(v, v32b)
             hi = builder.trunc(builder.ashr(v, ir.Constant(v32w, [8] * 32)), v32b)
             for plane, val in ((0, lo), (128, hi)):
-                dst = builder.gep(ta.data, [builder.add(base, i64(plane))], source_etype=_I8)
+                dst = builder.gep(ta.data, [builder.add(base, i64(plane))], source_etype=I8)
                 builder.store(val, builder.bitcast(dst, v32b.as_pointer()), align=1)
         return context.get_dummy_value()
 
@@ -253,7 +254,7 @@ def _fill_quads(typingctx, xq, D, tab, nq):
 
 
 @njit(cache=True)
-def _fill(xq, D, tab, nq):
+def fill_tables(xq, D, tab, nq):
     """``tab[256*q + 32*g + c]`` / ``tab[256*q + 128 + 32*g + c]`` = low / high byte of
     ``sum_t D[t, c] * xq[G*(4*q + g) + t]`` for every quad ``q < nq``, group ``g`` and code ``c``."""
     _fill_quads(xq, D, tab, nq)
@@ -280,35 +281,35 @@ def _tile_simd(typingctx, st, tab, acc, t, nq, signed, nblk):
         width = builder.extract_value(arys[0].shape, 1)
         t_, nq_ = (context.cast(builder, args[k], tys[k], types.int64) for k in (3, 4))
         signed_ = context.cast(builder, args[5], tys[5], types.boolean)
-        i64 = lambda v: ir.Constant(_I64, v)  # noqa: E731
-        v64b, v32b, v32w = ir.VectorType(_I8, 64), ir.VectorType(_I8, 32), ir.VectorType(_I16, 32)
+        i64 = lambda v: ir.Constant(I64, v)  # noqa: E731
+        v64b, v32b, v32w = ir.VectorType(I8, 64), ir.VectorType(I8, 32), ir.VectorType(I16, 32)
         mod = builder.module
         perm = cgutils.get_or_insert_function(mod, ir.FunctionType(v64b, [v64b] * 3), "llvm.x86.avx512.vpermi2var.qi.512")
-        dp = cgutils.get_or_insert_function(mod, ir.FunctionType(_V16I, [_V16I, v64b, v64b]), "llvm.x86.avx512.vpdpbusd.512")
-        pf = cgutils.get_or_insert_function(mod, ir.FunctionType(ir.VoidType(), [ir.PointerType(_I8), _I32, _I32, _I32]),
+        dp = cgutils.get_or_insert_function(mod, ir.FunctionType(V16I, [V16I, v64b, v64b]), "llvm.x86.avx512.vpdpbusd.512")
+        pf = cgutils.get_or_insert_function(mod, ir.FunctionType(ir.VoidType(), [ir.PointerType(I8), I32, I32, I32]),
                                             "llvm.prefetch.p0")
         ones = ir.Constant(v64b, [1] * 64)
         group_off = ir.Constant(v64b, [(k % QUAD) << 5 for k in range(64)])  # table of group k % 4 in the 128 bytes
         shifts = ir.Constant(v32w, [0] * 16 + [4] * 16)  # low nibbles to bytes 0-31, high ones to 32-63
-        accs = [cgutils.alloca_once_value(builder, ir.Constant(_V16I, [0] * 16)) for _ in range(2 * nb)]
-        base = builder.gep(sptr, [builder.mul(t_, width)], source_etype=_I8)
+        accs = [cgutils.alloca_once_value(builder, ir.Constant(V16I, [0] * 16)) for _ in range(2 * nb)]
+        base = builder.gep(sptr, [builder.mul(t_, width)], source_etype=I8)
 
         def loop(S):
             with cgutils.for_range(builder, nq_) as it:
-                tb = builder.gep(tptr, [builder.mul(it.index, i64(256))], source_etype=_I8)
-                planes = [_load(builder, builder.gep(tb, [i64(64 * u)], source_etype=_I8), v64b) for u in range(4)]
-                qb = builder.gep(base, [builder.mul(it.index, i64(nb * S))], source_etype=_I8)
+                tb = builder.gep(tptr, [builder.mul(it.index, i64(256))], source_etype=I8)
+                planes = [load(builder, builder.gep(tb, [i64(64 * u)], source_etype=I8), v64b) for u in range(4)]
+                qb = builder.gep(base, [builder.mul(it.index, i64(nb * S))], source_etype=I8)
                 for line in range(0, nb * S, 64):
-                    builder.call(pf, [builder.gep(qb, [i64(PREFETCH + line)], source_etype=_I8),
-                                      ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
+                    builder.call(pf, [builder.gep(qb, [i64(PREFETCH + line)], source_etype=I8),
+                                      ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
                 for q in range(nb):
-                    p = builder.gep(qb, [i64(q * S)], source_etype=_I8)
-                    c = _load(builder, p, v32b)
-                    c = builder.shuffle_vector(c, c, ir.Constant(ir.VectorType(_I32, 64), list(range(32)) * 2))
+                    p = builder.gep(qb, [i64(q * S)], source_etype=I8)
+                    c = load(builder, p, v32b)
+                    c = builder.shuffle_vector(c, c, ir.Constant(ir.VectorType(I32, 64), list(range(32)) * 2))
                     c = builder.bitcast(builder.lshr(builder.bitcast(c, v32w), shifts), v64b)
                     idx = builder.or_(builder.and_(c, ir.Constant(v64b, [15] * 64)), group_off)
                     if S == SIGNED_STRIDE:
-                        m = builder.bitcast(_load(builder, builder.gep(p, [i64(32)], source_etype=_I8), _I64),
+                        m = builder.bitcast(load(builder, builder.gep(p, [i64(32)], source_etype=I8), I64),
                                             ir.VectorType(ir.IntType(1), 64))
                         idx = builder.select(m, builder.or_(idx, ir.Constant(v64b, [16] * 64)), idx)
                     lo = builder.call(perm, [planes[0], idx, planes[1]])
@@ -322,9 +323,9 @@ def _tile_simd(typingctx, st, tab, acc, t, nq, signed, nblk):
             with other:
                 loop(STRIDE)
         for q in range(nb):
-            v = builder.add(builder.load(accs[2 * q]), builder.shl(builder.load(accs[2 * q + 1]), ir.Constant(_V16I, [8] * 16)))
-            dst = builder.gep(optr, [i64(16 * q)], source_etype=_I32)
-            builder.store(v, builder.bitcast(dst, _V16I.as_pointer()), align=1)
+            v = builder.add(builder.load(accs[2 * q]), builder.shl(builder.load(accs[2 * q + 1]), ir.Constant(V16I, [8] * 16)))
+            dst = builder.gep(optr, [i64(16 * q)], source_etype=I32)
+            builder.store(v, builder.bitcast(dst, V16I.as_pointer()), align=1)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -362,7 +363,7 @@ def _tile(st, scale, tab, sx, y, acc, t, signed, nq, level):
 
 
 @njit(cache=True, parallel=True)
-def _gemv_par(st, scale, tab, sx, y, acc, signed, nq, level):
+def gemv_par(st, scale, tab, sx, y, acc, signed, nq, level):
     for t in prange(st.shape[0]):
         _tile(st, scale, tab, sx, y, acc[t], t, signed, nq, level)
 

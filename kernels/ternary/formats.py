@@ -12,7 +12,7 @@ import numpy as np
 from acl26 import checks
 
 #: public functions of this module that are not kernels (no jitted core, so no numpy twin)
-NOT_KERNELS = ("layout", "bits_per_weight")
+NOT_KERNELS = ("layout", "bits_per_weight", "check_shape", "check_format")
 
 BLOCK_ROWS = 16  # rows per block: 16 float32 lanes of one AVX-512 register
 
@@ -78,9 +78,12 @@ def _encode_table(fmt: Format) -> np.ndarray:
     return enc
 
 
-_DECODE = {name: _decode_table(f) for name, f in FORMATS.items()}
-_ENCODE = {name: _encode_table(f) for name, f in FORMATS.items()}
-_PATTERNS_T = {name: np.ascontiguousarray(f.patterns.T.astype(np.float32)) for name, f in FORMATS.items()}
+#: per format, the weights of each 5-bit code ``index | sign << 4``: (32, G) int8
+DECODE = {name: _decode_table(f) for name, f in FORMATS.items()}
+#: per format, the 5-bit code of each group of weights (see :func:`_encode_table`): (3**G,) int16
+ENCODE = {name: _encode_table(f) for name, f in FORMATS.items()}
+#: per format, the canonical patterns by position in the group: (G, 16) float32 (the lookup tables' weights)
+PATTERNS_T = {name: np.ascontiguousarray(f.patterns.T.astype(np.float32)) for name, f in FORMATS.items()}
 
 
 class Layout(NamedTuple):
@@ -95,11 +98,11 @@ class Layout(NamedTuple):
 
 def layout(fmt: str, shape: tuple[int, int]) -> Layout:
     """Stream sizes of a ``(rows, cols)`` matrix in format ``fmt`` (see the module docstring)."""
-    rows, cols = _shape(shape)
+    rows, cols = check_shape(shape)
     return _layout(fmt, rows, cols)
 
 
-def _shape(shape) -> tuple[int, int]:
+def check_shape(shape) -> tuple[int, int]:
     """``shape`` as two ints >= 0 (ints or numpy integers; a float is refused, never truncated)."""
     try:
         rows, cols = shape
@@ -110,7 +113,7 @@ def _shape(shape) -> tuple[int, int]:
 
 @functools.lru_cache(maxsize=256)
 def _layout(fmt: str, rows: int, cols: int) -> Layout:
-    f = _format(fmt)
+    f = check_format(fmt)
     groups = -(-cols // f.group)
     pairs = -(-groups // 2)
     return Layout(rows, cols, -(-rows // BLOCK_ROWS), groups, pairs, BLOCK_ROWS * pairs,
@@ -155,8 +158,8 @@ class Packed(_PackedFields):
 
 def _check_streams(fmt: str, shape, codes, signs) -> tuple[int, int]:
     """``shape`` as two ints if the streams fit it (see :class:`Packed`), else ValueError."""
-    f = _format(fmt)
-    rows, cols = _shape(shape)
+    f = check_format(fmt)
+    rows, cols = check_shape(shape)
     if fmt == "sherry" and cols % 4:
         raise ValueError(f"Packed: shape[1] (cols) must be a multiple of 4 for sherry, got {cols}")
     lay = _layout(fmt, rows, cols)
@@ -184,13 +187,14 @@ def _check_streams(fmt: str, shape, codes, signs) -> tuple[int, int]:
         nib = (codes[:, BLOCK_ROWS * (j >> 1):BLOCK_ROWS * (j >> 1) + BLOCK_ROWS] >> (4 * (j & 1))) & 15
         if f.signed:
             nib = nib | np.unpackbits(signs[:, 2 * j:2 * j + 2], axis=1, bitorder="little") << 4
-        if _DECODE[fmt][nib.reshape(-1)[:rows]][:, used:].any():
+        if DECODE[fmt][nib.reshape(-1)[:rows]][:, used:].any():
             raise ValueError(f"Packed: the streams hold nonzero weights past shape[1] = {cols} (in the last "
                              f"group of {f.group}): the shape claims fewer columns than were packed")
     return rows, cols
 
 
-def _format(fmt: str) -> Format:
+def check_format(fmt: str) -> Format:
+    """The :class:`Format` named ``fmt``, else ValueError."""
     if fmt not in FORMATS:
         raise ValueError(f"fmt must be one of {sorted(FORMATS)}, got {fmt!r}")
     return FORMATS[fmt]

@@ -8,9 +8,9 @@ from numba import prange
 
 from acl26 import checks
 from acl26.kernels._jit import njit
-from acl26.kernels.ternary.formats import _PATTERNS_T, BLOCK_ROWS, FORMATS, Layout, Packed, _format
-from acl26.kernels.ternary.pack import _check_packed
-from acl26.kernels.ternary.simd import _lut_fill, _lut_tile, simd_level
+from acl26.kernels.ternary.formats import BLOCK_ROWS, FORMATS, PATTERNS_T, Layout, Packed, check_format
+from acl26.kernels.ternary.pack import check_packed
+from acl26.kernels.ternary.simd import lut_fill, lut_tile, simd_level
 
 #: public functions of this module that are not kernels (no jitted core, so no numpy twin)
 NOT_KERNELS = ("read_bandwidth",)  # a timing probe
@@ -64,8 +64,8 @@ def _scale_rows(scale, lay: Layout, G: int) -> np.ndarray:
 
 
 def _matmul(fmt, packed, scale, X, parallel, simd, vector):
-    _format(fmt)
-    lay = _check_packed(fmt, packed)
+    check_format(fmt)
+    lay = check_packed(fmt, packed)
     f = FORMATS[fmt]
     level = simd_level(simd)
     name = "x" if vector else "X"
@@ -82,7 +82,7 @@ def _matmul(fmt, packed, scale, X, parallel, simd, vector):
     s = _scale_rows(scale, lay, f.group)
     Y = np.empty((X2.shape[0], lay.rows), np.float32)
     codes, signs = np.ascontiguousarray(packed.codes), np.ascontiguousarray(packed.signs)
-    args = (X2, _PATTERNS_T[fmt], codes, signs, s, Y, lay.pairs // s.shape[1], level, f.signed)
+    args = (X2, PATTERNS_T[fmt], codes, signs, s, Y, lay.pairs // s.shape[1], level, f.signed)
     (_matmul_par if parallel else _matmul_ser)(*args)
     return Y[0] if vector else Y
 
@@ -99,11 +99,11 @@ def _build_lut(X, PT, groups):
         else:
             xp = X[c]
         if G == 4:
-            _lut_fill(xp, PT, lut[c], groups, 4)
+            lut_fill(xp, PT, lut[c], groups, 4)
         elif G == 3:
-            _lut_fill(xp, PT, lut[c], groups, 3)
+            lut_fill(xp, PT, lut[c], groups, 3)
         else:
-            _lut_fill(xp, PT, lut[c], groups, 2)
+            lut_fill(xp, PT, lut[c], groups, 2)
     return lut
 
 
@@ -132,11 +132,11 @@ def _pass(b, nb, c0, nc, codes, signs, lut, scale, Y, seg_pairs, level, signed):
     for s in range(scale.shape[1]):
         p0 = s * seg_pairs
         if nb == GEMV_BLOCKS and nc == 1:
-            _lut_tile(codes, signs, lut, out, b, p0, seg_pairs, c0, level, signed, GEMV_BLOCKS, 1)
+            lut_tile(codes, signs, lut, out, b, p0, seg_pairs, c0, level, signed, GEMV_BLOCKS, 1)
         elif nb == 1 and nc == GEMM_TILE:
-            _lut_tile(codes, signs, lut, out, b, p0, seg_pairs, c0, level, signed, 1, GEMM_TILE)
+            lut_tile(codes, signs, lut, out, b, p0, seg_pairs, c0, level, signed, 1, GEMM_TILE)
         else:
-            _lut_tile(codes, signs, lut, out, b, p0, seg_pairs, c0, level, signed, 1, 1)
+            lut_tile(codes, signs, lut, out, b, p0, seg_pairs, c0, level, signed, 1, 1)
         for q in range(nb):
             for c in range(nc):
                 for i in range(min(BLOCK_ROWS, rows - BLOCK_ROWS * (b + q))):

@@ -6,7 +6,10 @@ import numpy as np
 from numba import prange
 
 from acl26.kernels._jit import njit
-from acl26.kernels.ternary.formats import _DECODE, _ENCODE, BLOCK_ROWS, FORMATS, Layout, Packed, _shape, layout
+from acl26.kernels.ternary.formats import BLOCK_ROWS, DECODE, ENCODE, FORMATS, Layout, Packed, check_shape, layout
+
+#: public functions of this module that are not kernels (no jitted core, so no numpy twin)
+NOT_KERNELS = ("check_packed",)
 
 
 def pack_sherry(T: np.ndarray) -> Packed:
@@ -68,7 +71,7 @@ def _pack(fmt: str, T: np.ndarray) -> Packed:
     codes = np.zeros((lay.blocks, lay.code_bytes), np.uint8)
     signs = np.zeros((lay.blocks, lay.sign_bytes), np.uint8)
     bad = np.empty(lay.blocks, np.int64)
-    _pack_kernel(T, _ENCODE[fmt], f.group, lay.groups, codes, signs, bad)
+    _pack_kernel(T, ENCODE[fmt], f.group, lay.groups, codes, signs, bad)
     if (bad >= 0).any():
         _raise_bad_group(fmt, T, int(bad[bad >= 0].min()), lay.groups)
     return Packed(fmt, (lay.rows, lay.cols), codes, signs)
@@ -112,7 +115,9 @@ def _pack_kernel(T, enc, G, groups, codes, signs, bad):
                     signs[b, 2 * j + (i >> 3)] |= (code >> 4) << (i & 7)
 
 
-def _check_packed(fmt: str, packed: Packed) -> Layout:
+def check_packed(fmt: str, packed: Packed) -> Layout:
+    """``packed``'s :class:`Layout` if it is a :class:`Packed` of format ``fmt`` whose streams fit its shape, else
+    ValueError."""
     if not isinstance(packed, Packed):
         raise ValueError(f"packed must be a Packed (from pack_{fmt}), got {type(packed).__name__}")
     if packed.fmt != fmt:
@@ -126,15 +131,15 @@ def _check_packed(fmt: str, packed: Packed) -> Layout:
 
 
 def _unpack(fmt: str, packed: Packed, shape) -> np.ndarray:
-    lay = _check_packed(fmt, packed)
-    if shape is not None and _shape(shape) != (lay.rows, lay.cols):
+    lay = check_packed(fmt, packed)
+    if shape is not None and check_shape(shape) != (lay.rows, lay.cols):
         raise ValueError(f"shape {tuple(shape)} does not match the packed shape {packed.shape}")
     T = np.empty((lay.rows, lay.cols), np.int8)
     codes, signs = np.ascontiguousarray(packed.codes), np.ascontiguousarray(packed.signs)
     if fmt == "sherry":  # 4 weights = one uint32 store
-        _unpack_u32(codes, signs, _DECODE[fmt].view(np.uint32).ravel(), T.view(np.uint32))
+        _unpack_u32(codes, signs, DECODE[fmt].view(np.uint32).ravel(), T.view(np.uint32))
     else:
-        _unpack_kernel(codes, signs, _DECODE[fmt], lay.groups, T)
+        _unpack_kernel(codes, signs, DECODE[fmt], lay.groups, T)
     return T
 
 

@@ -1,89 +1,52 @@
-"""The SIMD heart of the lookup-table kernels: one Numba intrinsic, :func:`_lut_tile`, that sums signed
+"""The SIMD heart of the lookup-table kernels: one Numba intrinsic, :func:`lut_tile`, that sums signed
 table lookups for blocks of 16 rows (AVX-512 / AVX2 / portable LLVM IR, picked at run time), the
-table fill :func:`_lut_fill`, the LLVM helpers the fused decode step reuses, and :func:`simd_level`."""
+table fill :func:`lut_fill`, and :func:`simd_level`, the level a call runs at (the LLVM building blocks
+and what the host allows are :mod:`.intrinsics`')."""
 
 from __future__ import annotations
 
 import os
-import platform
 
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from acl26.kernels.ternary.intrinsics import F32, HOST_SIMD_LEVEL, I8, I16, I32, I64, V8F, V8I, V16F, V16I, load, splat
+
 #: public functions of this module that are not kernels (no jitted core, so no numpy twin)
-NOT_KERNELS = ("simd_level", "host_features")
+NOT_KERNELS = ("simd_level",)
 
 SIMD_LEVELS = {"portable": 0, "avx2": 1, "avx512": 2}
-
-
-def host_features() -> frozenset[str]:
-    """The x86 features (``"+avx512f"``, ...) the code numba generates here may use: numba's pinned
-    ``CPU_FEATURES`` when the CPU is pinned (e.g. generic, for a portable cache), else the host's; empty
-    off x86."""
-    from numba.core import config
-
-    if platform.machine().lower() not in ("x86_64", "amd64"):
-        return frozenset()
-    if config.CPU_FEATURES or config.CPU_NAME not in (None, "host"):
-        return frozenset((config.CPU_FEATURES or "").split(","))
-    import llvmlite.binding as llvm
-
-    return frozenset(f"+{k}" for k, v in llvm.get_host_cpu_features().items() if v)
-
-
-HOST_FEATURES = host_features()
-
-
-def _host_simd_level() -> int:
-    """Best SIMD level the code numba generates here may use (0 when not x86 or CPU pinned to generic)."""
-    return 2 if "+avx512f" in HOST_FEATURES else 1 if "+avx2" in HOST_FEATURES else 0
-
-
-HOST_SIMD_LEVEL = _host_simd_level()
-
-_F32, _I8, _I16, _I32, _I64 = ir.FloatType(), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
-_V16F, _V16I = ir.VectorType(_F32, 16), ir.VectorType(_I32, 16)
-_V8F, _V8I = ir.VectorType(_F32, 8), ir.VectorType(_I32, 8)
-
-
-def _splat(ty, value):
-    return ir.Constant(ty, [value] * ty.count)
-
-
-def _load(builder, ptr, ty):
-    """An unaligned load of a ``ty`` from ``ptr`` (any pointer type)."""
-    return builder.load(builder.bitcast(ptr, ty.as_pointer()), align=1)
 
 
 def _lookup16(builder, level, table, idx):
     """``table[idx[lane]]`` for 16 lanes: ``table`` points at 16 floats, ``idx`` is <16 x i32> in 0..15."""
     if level == 2:
-        perm = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V16F, [_V16F, _V16I]),
+        perm = cgutils.get_or_insert_function(builder.module, ir.FunctionType(V16F, [V16F, V16I]),
                                               "llvm.x86.avx512.permvar.sf.512")
-        return builder.call(perm, [_load(builder, table, _V16F), idx])
+        return builder.call(perm, [load(builder, table, V16F), idx])
     if level == 1:
-        perm = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V8F, [_V8F, _V8I]),
+        perm = cgutils.get_or_insert_function(builder.module, ir.FunctionType(V8F, [V8F, V8I]),
                                               "llvm.x86.avx2.permps")
-        lo = _load(builder, table, _V8F)
-        hi = _load(builder, builder.gep(table, [ir.Constant(_I64, 8)], source_etype=_F32), _V8F)
+        lo = load(builder, table, V8F)
+        hi = load(builder, builder.gep(table, [ir.Constant(I64, 8)], source_etype=F32), V8F)
         halves = []
         for h in range(2):
-            ih = builder.shuffle_vector(idx, idx, ir.Constant(_V8I, list(range(8 * h, 8 * h + 8))))
-            upper = builder.icmp_unsigned("!=", builder.and_(ih, _splat(_V8I, 8)), _splat(_V8I, 0))
+            ih = builder.shuffle_vector(idx, idx, ir.Constant(V8I, list(range(8 * h, 8 * h + 8))))
+            upper = builder.icmp_unsigned("!=", builder.and_(ih, splat(V8I, 8)), splat(V8I, 0))
             halves.append(builder.select(upper, builder.call(perm, [hi, ih]), builder.call(perm, [lo, ih])))
-        return builder.shuffle_vector(halves[0], halves[1], ir.Constant(_V16I, list(range(16))))
-    out = ir.Constant(_V16F, None)
+        return builder.shuffle_vector(halves[0], halves[1], ir.Constant(V16I, list(range(16))))
+    out = ir.Constant(V16F, None)
     for lane in range(16):
-        k = builder.zext(builder.extract_element(idx, ir.Constant(_I32, lane)), _I64)
-        v = builder.load(builder.gep(table, [k], source_etype=_F32), align=4, typ=_F32)
-        out = builder.insert_element(out, v, ir.Constant(_I32, lane))
+        k = builder.zext(builder.extract_element(idx, ir.Constant(I32, lane)), I64)
+        v = builder.load(builder.gep(table, [k], source_etype=F32), align=4, typ=F32)
+        out = builder.insert_element(out, v, ir.Constant(I32, lane))
     return out
 
 
 @intrinsic(prefer_literal=True)
-def _lut_tile(typingctx, codes, signs, lut, out, b, p0, npairs, c0, level, signed, nblk, ncols):
+def lut_tile(typingctx, codes, signs, lut, out, b, p0, npairs, c0, level, signed, nblk, ncols):
     """Sums of ``+-lut`` lookups for ``nblk`` blocks x ``ncols`` activation columns.
 
     Blocks ``b .. b+nblk-1`` of ``codes`` / ``signs`` (2-D, one block per row), pairs
@@ -110,7 +73,7 @@ def _lut_tile(typingctx, codes, signs, lut, out, b, p0, npairs, c0, level, signe
         signed_ = context.cast(builder, args[9], tys[9], types.boolean)
 
         def i64(v):
-            return ir.Constant(_I64, v)
+            return ir.Constant(I64, v)
 
         def at(base, etype, *terms):  # &base[sum of (a * b) terms]
             off = i64(0)
@@ -118,25 +81,25 @@ def _lut_tile(typingctx, codes, signs, lut, out, b, p0, npairs, c0, level, signe
                 off = builder.add(off, builder.mul(a, k if isinstance(k, ir.Value) else i64(k)))
             return builder.gep(base, [off], source_etype=etype)
 
-        accs = [cgutils.alloca_once(builder, _V16F) for _ in range(nb * nc)]
+        accs = [cgutils.alloca_once(builder, V16F) for _ in range(nb * nc)]
         for acc in accs:
-            builder.store(_splat(_V16F, 0.0), acc)
+            builder.store(splat(V16F, 0.0), acc)
         blocks = [builder.add(b_, i64(q)) for q in range(nb)]
 
         def loop(level, has_sign):
             with cgutils.for_range(builder, npairs_) as it:
                 m = builder.add(p0_, it.index)
                 for q, blk in enumerate(blocks):
-                    c32 = builder.zext(_load(builder, at(cptr, _I8, (blk, cw), (m, 16)), ir.VectorType(_I8, 16)), _V16I)
-                    nibbles = (builder.and_(c32, _splat(_V16I, 15)), builder.lshr(c32, _splat(_V16I, 4)))
+                    c32 = builder.zext(load(builder, at(cptr, I8, (blk, cw), (m, 16)), ir.VectorType(I8, 16)), V16I)
+                    nibbles = (builder.and_(c32, splat(V16I, 15)), builder.lshr(c32, splat(V16I, 4)))
                     for h, idx in enumerate(nibbles):
                         j = builder.add(builder.mul(m, i64(2)), i64(h))
                         if has_sign:
-                            word = _load(builder, at(sptr, _I8, (blk, sw), (j, 2)), _I16)
+                            word = load(builder, at(sptr, I8, (blk, sw), (j, 2)), I16)
                             neg = builder.bitcast(word, ir.VectorType(ir.IntType(1), 16))
                         for c in range(nc):
                             col = builder.add(c0_, i64(c))
-                            v = _lookup16(builder, level, at(lptr, _F32, (col, lw), (j, 16)), idx)
+                            v = _lookup16(builder, level, at(lptr, F32, (col, lw), (j, 16)), idx)
                             if has_sign:
                                 v = builder.select(neg, builder.fneg(v), v)
                             acc = accs[q * nc + c]
@@ -159,8 +122,8 @@ def _lut_tile(typingctx, codes, signs, lut, out, b, p0, npairs, c0, level, signe
             with other:
                 dispatch(levels, False)
         for k, acc in enumerate(accs):
-            dst = builder.gep(optr, [i64(16 * k)], source_etype=_F32)
-            builder.store(builder.load(acc), builder.bitcast(dst, _V16F.as_pointer()), align=1)
+            dst = builder.gep(optr, [i64(16 * k)], source_etype=F32)
+            builder.store(builder.load(acc), builder.bitcast(dst, V16F.as_pointer()), align=1)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -183,7 +146,7 @@ def simd_level(simd: str | None = None) -> int:
 
 
 @intrinsic(prefer_literal=True)
-def _lut_fill(typingctx, x, PT, lut, groups, G):
+def lut_fill(typingctx, x, PT, lut, groups, G):
     """``lut[16*j:16*j+16] = 0 + PT[0]*x[G*j] + PT[1]*x[G*j+1] + ...``, one vector per group (G literal).
 
     Plain vector IR: numba leaves this loop scalar (it cannot prove ``lut`` and ``PT`` apart).
@@ -199,18 +162,18 @@ def _lut_fill(typingctx, x, PT, lut, groups, G):
         tys = signature.args
         xptr, pptr, lptr = (context.make_array(tys[k])(context, builder, args[k]).data for k in range(3))
         n = context.cast(builder, args[3], tys[3], types.int64)
-        rows = [_load(builder, builder.gep(pptr, [ir.Constant(_I64, 16 * t)], source_etype=_F32), _V16F)
+        rows = [load(builder, builder.gep(pptr, [ir.Constant(I64, 16 * t)], source_etype=F32), V16F)
                 for t in range(g)]
         with cgutils.for_range(builder, n) as it:
-            acc = _splat(_V16F, 0.0)
+            acc = splat(V16F, 0.0)
             for t in range(g):
-                k = builder.add(builder.mul(it.index, ir.Constant(_I64, g)), ir.Constant(_I64, t))
-                a = builder.load(builder.gep(xptr, [k], source_etype=_F32))
-                a16 = builder.shuffle_vector(builder.insert_element(ir.Constant(_V16F, None), a, ir.Constant(_I32, 0)),
-                                             ir.Constant(_V16F, None), ir.Constant(_V16I, [0] * 16))
+                k = builder.add(builder.mul(it.index, ir.Constant(I64, g)), ir.Constant(I64, t))
+                a = builder.load(builder.gep(xptr, [k], source_etype=F32))
+                a16 = builder.shuffle_vector(builder.insert_element(ir.Constant(V16F, None), a, ir.Constant(I32, 0)),
+                                             ir.Constant(V16F, None), ir.Constant(V16I, [0] * 16))
                 acc = builder.fadd(acc, builder.fmul(rows[t], a16))
-            dst = builder.gep(lptr, [builder.mul(it.index, ir.Constant(_I64, 16))], source_etype=_F32)
-            builder.store(acc, builder.bitcast(dst, _V16F.as_pointer()), align=1)
+            dst = builder.gep(lptr, [builder.mul(it.index, ir.Constant(I64, 16))], source_etype=F32)
+            builder.store(acc, builder.bitcast(dst, V16F.as_pointer()), align=1)
         return context.get_dummy_value()
 
     return sig, codegen
