@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acl26 import models
-from acl26.papers.alloc_moe import alloc_t_mask, routing as R, speed as S, study
+from acl26.papers.alloc_moe import alloc_t_mask, allocation, routing as R, spec, speed as S, study, tables
 
 
 # --------------------------------------------------------------------------------------------
@@ -243,13 +243,13 @@ def test_top_p_keeps_the_crossing_expert_and_skipping_compares_to_top_1():
 def test_counter_sees_alloc_t_spend_exactly_and_tokens_vary():
     model = tiny_qwen3(top_k=6, experts=8)
     x = torch.randint(0, 300, (3, 16), generator=torch.Generator().manual_seed(3))
-    nll, c = study.evaluate(model, x, R.alloc_t([3, 2], k_base=1), batch_blocks=3, per_token=True)
+    nll, c = allocation.evaluate(model, x, R.alloc_t([3, 2], k_base=1), batch_blocks=3, per_token=True)
     assert nll.shape == (3,) and np.isfinite(nll).all()
     assert c.pairs == [3 * 48, 2 * 48] and c.per_layer() == [3.0, 2.0]
     counts = np.concatenate(c.token_counts[0])
     assert counts.min() >= 1 and counts.max() <= 6 and counts.sum() == 144
     assert all(l.sum() == p for l, p in zip(c.load, c.pairs))
-    _, full = study.evaluate(model, x, None, batch_blocks=3)
+    _, full = allocation.evaluate(model, x, None, batch_blocks=3)
     assert full.per_layer() == [6.0, 6.0] and R.load_similarity(full, full) == pytest.approx(1.0)
 
 
@@ -260,14 +260,14 @@ def test_counter_sees_alloc_t_spend_exactly_and_tokens_vary():
 def test_isolated_profile_and_allocation():
     model = tiny_qwen3(layers=3, top_k=3, experts=6)
     calib = torch.randint(0, 300, (2, 16), generator=torch.Generator().manual_seed(4))
-    S = study.profile_sensitivity(model, calib, batch_blocks=2, progress=False)
+    S = allocation.profile_sensitivity(model, calib, batch_blocks=2, progress=False)
     assert S.shape == (3, 3) and np.isfinite(S).all()
     # the shallowest layer at its native k with every deeper layer at top-1 is one setting seen twice:
     # layer 1 at top-1 (layer 2 at top-1 below it ... ) equals layer 0 at native with the rest at top-1
     assert S[0, 2] == pytest.approx(S[1, 0], rel=1e-9)
-    ks = study.allocate(S, 6)
+    ks = allocation.allocate(S, 6)
     assert len(ks) == 3 and sum(ks) <= 6 and min(ks) >= 1
-    cost = study.lexi_costs(model, samples=16)
+    cost = allocation.lexi_costs(model, samples=16)
     assert cost.shape == (3, 3) and np.allclose(cost[:, 2], 0.0) and (cost[:, 0] > 0).all()
 
 
@@ -275,16 +275,16 @@ def test_thresholds_match_a_budget():
     model = tiny_qwen3(layers=2, top_k=4, experts=8)
     x = torch.randint(0, 300, (2, 32), generator=torch.Generator().manual_seed(5))
     for kind in ("topp", "skip"):
-        th, got = study.match_threshold(model, x, kind, 5.0, iters=12, batch_blocks=2)
+        th, got = allocation.match_threshold(model, x, kind, 5.0, iters=12, batch_blocks=2)
         assert 0 <= th <= 1 and abs(got - 5.0) < 0.5
     with pytest.raises(ValueError, match="kind"):
-        study.match_threshold(model, x, "top-k", 5.0, iters=2, batch_blocks=2)
+        allocation.match_threshold(model, x, "top-k", 5.0, iters=2, batch_blocks=2)
 
 
 def test_methods_at_every_budget_spend_it():
     S = np.tile(np.linspace(3, 1, 6), (6, 1)) + np.arange(6)[:, None]
-    pols = study.methods_at(3, 6, s_alloc=S, lexi=S, k_base=1, thresholds={"top-p": 0.5, "skip": 0.3})
-    assert set(pols) == set(study.METHODS)
+    pols = allocation.methods_at(3, 6, s_alloc=S, lexi=S, k_base=1, thresholds={"top-p": 0.5, "skip": 0.3})
+    assert set(pols) == set(allocation.METHODS)
     for m, p in pols.items():
         if p.ks is not None:
             assert sum(p.ks) <= 18
@@ -349,22 +349,22 @@ def test_real_checkpoint_path_runs_profile_and_allocation_unchanged(tmp_path):
     model.config.vocab_size = 300
     model.save_pretrained(tmp_path)
     tok.save_pretrained(tmp_path)
-    P = study.SPEC.resolve("smoke", {"checkpoint": str(tmp_path), "budgets": [1, 2], "eval_blocks": 4})
+    P = spec.SPEC.resolve("smoke", {"checkpoint": str(tmp_path), "budgets": [1, 2], "eval_blocks": 4})
     m, t, info = study.main_subject(P)
     assert info["source"].startswith("checkpoint") and R.native_k(m) == [3, 3] and info["native_k_table"] is None
     tx = study.texts(P, t, 32)
     # the tiny model's vocabulary is smaller than the tokenizer's: clamp ids to it for this test only
     tx = {k: v.clamp(max=299) for k, v in tx.items()}
-    S_ = study.profile_sensitivity(m, tx["sotu"], batch_blocks=2, progress=False)
+    S_ = allocation.profile_sensitivity(m, tx["sotu"], batch_blocks=2, progress=False)
     assert S_.shape == (2, 3) and np.isfinite(S_).all()
-    assert sum(study.allocate(S_, 3)) <= 3
+    assert sum(allocation.allocate(S_, 3)) <= 3
 
 
 def test_checkpoint_without_tokenizer_fails_naming_it(tmp_path):
     tiny_qwen3().save_pretrained(tmp_path)
     with pytest.raises(ValueError, match="'checkpoint'.*tokenizer_config.json"):  # the spec refuses it first
-        study.SPEC.resolve("smoke", {"checkpoint": str(tmp_path)})
-    P = dict(study.SPEC.resolve("smoke"), checkpoint=str(tmp_path))  # past the spec: the study's own check
+        spec.SPEC.resolve("smoke", {"checkpoint": str(tmp_path)})
+    P = dict(spec.SPEC.resolve("smoke"), checkpoint=str(tmp_path))  # past the spec: the study's own check
     with pytest.raises(ValueError, match="checkpoint"):
         study.main_subject(P)
 
@@ -404,7 +404,7 @@ def test_headline_seed_scores_top_1_and_from_grid_reads_the_same_fields():
     tx = {"eval": torch.randint(0, 300, (4, 16), generator=g), "sotu": torch.randint(0, 300, (2, 16), generator=g)}
     P = {"budgets": [1, 2, 3], "batch_blocks": 2, "k_base": 1, "calib_source": "sotu"}
     r = study.headline_seed(model, tx, P, progress=False)
-    top1, _ = study.evaluate(model, tx["eval"], R.topk([1, 1]), batch_blocks=2)
+    top1, _ = allocation.evaluate(model, tx["eval"], R.topk([1, 1]), batch_blocks=2)
     np.testing.assert_allclose(r["top1"], top1)
     assert np.isfinite(r["top1"]).all() and sum(r["alloc"]) <= 4
     grid = {"half": 2, "nll": {(2, "uniform"): r["uniform"], (2, "alloc-l+t"): r["alloc-l+t"]}, "full_nll": r["full"],
@@ -427,7 +427,7 @@ def test_run_returns_everything_record_claims_reads(tmp_path):
                             expert_intermediate=16, max_positions=32)
     AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path)
     tok.save_pretrained(tmp_path)
-    P = study.SPEC.resolve("smoke", {"checkpoint": str(tmp_path), "budgets": [1, 2], "eval_blocks": 4,
+    P = spec.SPEC.resolve("smoke", {"checkpoint": str(tmp_path), "budgets": [1, 2], "eval_blocks": 4,
                                      "n_resamples": 99, "speed_rounds": 1})
     res = study.run_experiments(P, progress=False)
     assert {"grid", "seeds", "speed", "n_resamples"} <= set(res) and list(res["seeds"]) == [None]
@@ -459,8 +459,8 @@ def test_choose_native_k_is_the_smallest_k_whose_every_larger_k_is_within_the_ma
         assert all(r["within margin"] for r in rows[:-1]) and k == min(r["k"] for r in rows if r["within margin"])
         assert rows[-1]["k"] == 1 or not rows[-1]["within margin"]  # it stops at the first k outside
     assert k == 1  # an unbounded margin keeps every k
-    dense_nll, _ = study.evaluate(moefy(dense, 8, blocks, top_k=8), blocks, None, batch_blocks=2)
-    assert np.isclose(rows[0]["ppl"], study.ppl(dense_nll), rtol=1e-5)  # every expert kept: the dense model
+    dense_nll, _ = allocation.evaluate(moefy(dense, 8, blocks, top_k=8), blocks, None, batch_blocks=2)
+    assert np.isclose(rows[0]["ppl"], tables.ppl(dense_nll), rtol=1e-5)  # every expert kept: the dense model
 
 
 @pytest.mark.assets
@@ -474,7 +474,7 @@ def test_a_dense_checkpoint_is_moefied_and_budgets_at_its_native_k_fail_naming_t
                                  num_attention_heads=4, num_key_value_heads=2,
                                  max_position_embeddings=32)).save_pretrained(tmp_path)
     tok.save_pretrained(tmp_path)
-    P = study.SPEC.resolve("smoke", {"checkpoint": str(tmp_path), "moefy_layers": [1, 2], "moefy_experts": 4,
+    P = spec.SPEC.resolve("smoke", {"checkpoint": str(tmp_path), "moefy_layers": [1, 2], "moefy_experts": 4,
                                      "native_margin": 1e9, "budgets": [1]})
     # every k within the margin: K_orig is 1, and the budget 1 is not below it
     rule = r"^budgets must each be below the native top-k \(the MoEfied subject's: 1, "
@@ -492,18 +492,18 @@ def test_segments_weight_back_to_the_block_means_and_the_allocation_bootstrap_re
     model = tiny_qwen3(layers=3, top_k=4, experts=8)
     g = torch.Generator().manual_seed(4)
     blocks = torch.randint(0, 300, (3, 21), generator=g)  # 20 predicted tokens: segments of 8, 8, 4
-    per_block, _ = study.evaluate(model, blocks, None, batch_blocks=2)
-    seg, _ = study.evaluate(model, blocks, None, batch_blocks=2, segment=8)
-    w = study._segment_weights(20, 8, 3)
+    per_block, _ = allocation.evaluate(model, blocks, None, batch_blocks=2)
+    seg, _ = allocation.evaluate(model, blocks, None, batch_blocks=2, segment=8)
+    w = allocation.segment_weights(20, 8, 3)
     assert seg.shape == (9,) and list(w[:3]) == [8, 8, 4]
     np.testing.assert_allclose([np.average(seg[3 * b:3 * b + 3], weights=w[:3]) for b in range(3)], per_block, rtol=1e-5)
-    S, parts = study.profile_sensitivity(model, blocks, batch_blocks=2, progress=False, segment=8)
-    np.testing.assert_allclose(S, study.profile_sensitivity(model, blocks, batch_blocks=2, progress=False), rtol=1e-5)
+    S, parts = allocation.profile_sensitivity(model, blocks, batch_blocks=2, progress=False, segment=8)
+    np.testing.assert_allclose(S, allocation.profile_sensitivity(model, blocks, batch_blocks=2, progress=False), rtol=1e-5)
     assert parts.shape == (3, 4, 9)
     shape = lambda ks: float(ks[0] - ks[-1])  # noqa: E731
-    iv = study.allocation_bootstrap(parts, w, 6, shape, n_resamples=200)
-    assert iv.estimate == shape(study.allocate(S, 6)) and iv.lo <= iv.estimate <= iv.hi and iv.n == 9
-    assert iv == study.allocation_bootstrap(parts, w, 6, shape, n_resamples=200)  # seeded
+    iv = tables.allocation_bootstrap(parts, w, 6, shape, n_resamples=200)
+    assert iv.estimate == shape(allocation.allocate(S, 6)) and iv.lo <= iv.estimate <= iv.hi and iv.n == 9
+    assert iv == tables.allocation_bootstrap(parts, w, 6, shape, n_resamples=200)  # seeded
 
 
 def _tiny_moe_config(arch: str, vocab: int):
@@ -538,7 +538,7 @@ def test_the_checkpoint_path_runs_olmoe_and_deepseek_v2(tmp_path, arch):
     torch.manual_seed(0)
     AutoModelForCausalLM.from_config(_tiny_moe_config(arch, len(tok))).save_pretrained(tmp_path)
     tok.save_pretrained(tmp_path)
-    P = study.SPEC.resolve("smoke", {"checkpoint": str(tmp_path), "budgets": [1, 2], "eval_blocks": 4,
+    P = spec.SPEC.resolve("smoke", {"checkpoint": str(tmp_path), "budgets": [1, 2], "eval_blocks": 4,
                                      "n_resamples": 99, "speed_rounds": 1})
     res = study.run_experiments(P, progress=False)
     info = res["info"]

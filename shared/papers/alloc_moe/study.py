@@ -1,18 +1,16 @@
 """Alloc-MoE chapter (ACL 2026, arXiv 2604.08133): the experiments, whose results the verdicts read.
 
-Backs ``notebooks/alloc_moe.ipynb``. The routing policies are :mod:`.routing`, the real-shape layer
-timing :mod:`.speed`, the layer allocation DP :mod:`acl26.kernels.dp_alloc`, the parameters and
-claims :mod:`.spec`, the verdicts :mod:`.verdicts`. Here: the subject model (the shared MoE LM, or a
-local checkpoint), per-block perplexity under a policy (:func:`evaluate`), Alloc-L's isolated
-sensitivity profile (:func:`profile_sensitivity`), the LExI-style data-free costs
-(:func:`lexi_costs`), top-p / skipping thresholds matched to a budget (:func:`match_threshold`), the
-method grid (:func:`methods_at`), the speed study (:func:`speed_study`) and :func:`run`, every
+Backs ``notebooks/alloc_moe.ipynb``. The routing policies are :mod:`.routing`, how each method spends
+a budget (scoring, Alloc-L's profile and DP, the LExI-style costs, matched thresholds) :mod:`.allocation`,
+the real-shape layer timing :mod:`.speed`, the parameters and claims :mod:`.spec`, the tables
+:mod:`.tables`, the verdicts :mod:`.verdicts`. Here: the subject model (the shared MoE LM, or a local
+checkpoint), its texts, the method grid on it (:func:`run_grid`), the half-budget headline on each
+model (:func:`headline_seed`), the speed study (:func:`speed_study`) and :func:`run_experiments`, every
 experiment in one call: what :func:`acl26.papers.alloc_moe.verdicts.record_claims` reads.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 
@@ -20,22 +18,14 @@ import numpy as np
 import torch
 
 from acl26 import corpus as corpus_mod
-from acl26 import checks, models, stats, zoo
-from acl26.kernels import dp_alloc
+from acl26 import checks, models, zoo
 from acl26.papers.alloc_moe import routing as R
 from acl26.papers.alloc_moe import speed as moe_speed
+from acl26.papers.alloc_moe.allocation import (METHODS, allocate, evaluate, lexi_costs, match_threshold, methods_at,
+                                               profile_sensitivity, segment_weights)
 from acl26.papers.alloc_moe.moefy import moefy
-from acl26.papers.alloc_moe.spec import (CALIB_SOURCES, CLAIMS, SPEC, check_below_native,  # noqa: F401  (re-exported:
-                                         native_top_k, nearest_half)  # study.SPEC, study.CLAIMS, study.native_top_k)
-
-#: tokens per calibration segment: the unit the bootstrap of the allocation's shape resamples
-SEGMENT = 32
-
-#: the methods compared at every budget, in table order
-METHODS = ("uniform", "lexi", "top-p", "skip", "alloc-l", "alloc-t", "alloc-l+t")
-LABELS = {"uniform": "uniform top-k", "lexi": "LExI-style (data-free per-layer k)", "top-p": "top-p (Dynamic-MoE)",
-          "skip": "dynamic skipping (NAEE-style)", "alloc-l": "Alloc-L", "alloc-t": "Alloc-T", "alloc-l+t": "Alloc-L+T (Alloc-MoE)",
-          "full": "unconstrained (native top-k)"}
+from acl26.papers.alloc_moe.spec import check_below_native, nearest_half
+from acl26.papers.alloc_moe.tables import SEGMENT, ppl, token_entropy
 
 
 # --------------------------------------------------------------------------------------------
@@ -50,6 +40,7 @@ def subject(params: dict, seed: int | None = None, progress: bool = True):
     return res.model, tok, {"source": f"trained MoE ({params['models_profile']} profile, seed {seed})",
                             "class": type(res.model).__name__, "seed": seed, "val_ppl": res.val_ppl,
                             "from_cache": res.from_cache, "train_s": res.log["seconds"]}
+
 
 
 def main_subject(params: dict, progress: bool = True):
@@ -105,6 +96,7 @@ def set_native_k(model, k: int) -> None:
         b.gate.top_k = int(k)
 
 
+
 def choose_native_k(model, blocks: torch.Tensor, margin: float, *, batch_blocks: int,
                     progress: bool = True) -> tuple[int, list[dict]]:
     """K_orig of a MoEfied model: the smallest k such that top-k, and every k above it, keeps the
@@ -127,12 +119,14 @@ def choose_native_k(model, blocks: torch.Tensor, margin: float, *, batch_blocks:
     return k, rows
 
 
+
 def block_size(params: dict, model, *, shared: bool = False) -> int:
     """The block length: the models page's for the ``shared`` (trained) MoE, else 256, capped by the
     model's context."""
     if shared:
         return int(zoo.SPEC.resolve(params["models_profile"])["block_size"])
     return int(min(256, getattr(model.config, "max_position_embeddings", 256) or 256))
+
 
 
 def heldout_blocks(tok, size: int, n_native: int, n_moefy: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -150,11 +144,13 @@ def heldout_blocks(tok, size: int, n_native: int, n_moefy: int) -> tuple[torch.T
     return torch.from_numpy(blocks[native]), torch.from_numpy(blocks[fit])
 
 
+
 def calibration_blocks(tok, source: str, n: int, size: int) -> torch.Tensor:
     """``n`` blocks of ``size`` tokens evenly spaced over the whole train split of ``source``."""
     blocks = corpus_mod.load_corpus(tok, sources=(source,), block_size=size).blocks("train")
     pick = np.linspace(0, len(blocks) - 1, min(n, len(blocks))).round().astype(int)
     return torch.from_numpy(blocks[pick])
+
 
 
 def texts(params: dict, tok, size: int) -> dict[str, torch.Tensor]:
@@ -175,6 +171,7 @@ def texts(params: dict, tok, size: int) -> dict[str, torch.Tensor]:
     return out
 
 
+
 def random_blocks(n: int, size: int, vocab: int, seed: int = 0) -> torch.Tensor:
     """``n`` blocks of ``size`` token ids drawn uniformly from ``0 .. vocab - 1`` (fixed ``seed``): a
     calibration text that carries no language."""
@@ -183,200 +180,13 @@ def random_blocks(n: int, size: int, vocab: int, seed: int = 0) -> torch.Tensor:
 
 
 # --------------------------------------------------------------------------------------------
-# scoring under a policy
-
-
-@torch.no_grad()
-def evaluate(model, blocks: torch.Tensor, policy: R.Policy | None, *, batch_blocks: int,
-             per_token: bool = False, segment: int | None = None) -> tuple[np.ndarray, R.Counter]:
-    """Per-block mean next-token NLL (nats) of ``blocks`` under ``policy``, and the activation counter.
-    ``segment``: per-segment means instead, each block's predicted tokens cut into runs of ``segment``
-    (the last may be shorter), block after block: the units a bootstrap over calibration text resamples."""
-    import torch.nn.functional as F
-
-    model.eval()
-    blocks_ = R.moe_blocks(model)
-    counter = R.Counter(len(blocks_), [R.num_experts(b) for b in blocks_], per_token=per_token)
-    out = []
-    with R.budgeted(model, policy, counter):
-        for i in range(0, len(blocks), batch_blocks):
-            x = blocks[i:i + batch_blocks]
-            logits = model(input_ids=x).logits[:, :-1].float()
-            nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1), reduction="none")
-            nll = nll.reshape(x.shape[0], -1)
-            if segment:  # (blocks, segments), block after block
-                out.append(torch.stack([part.mean(dim=1) for part in torch.split(nll, segment, dim=1)], dim=1)
-                           .reshape(-1).numpy())
-            else:
-                out.append(nll.mean(dim=1).numpy())
-    return np.concatenate(out).astype(np.float64), counter
-
-
-def ppl(nll: np.ndarray) -> float:
-    return float(math.exp(float(np.mean(nll))))
-
-
-# --------------------------------------------------------------------------------------------
-# Alloc-L: isolated sensitivity profiling, then the DP
-
-
-def profile_sensitivity(model, calib: torch.Tensor, *, batch_blocks: int, progress: bool = True,
-                        segment: int | None = None):
-    """Alloc-L's isolated profile S (L, K): S[i, k-1] is the calibration perplexity with layer ``i`` at
-    top-``k``, every deeper layer at top-1 and every shallower layer at its native top-k. Layers are
-    profiled deep to shallow; L·K evaluations.
-
-    With ``segment``, returns ``(S, parts)``: ``parts[i, k-1]`` the mean NLLs of the calibration text's
-    segments of ``segment`` tokens (:func:`evaluate`), so that S can be re-derived on resampled
-    segments (:func:`allocation_bootstrap`); NaN where S is +inf."""
-    from tqdm.auto import tqdm
-
-    native = R.native_k(model)
-    L, K = len(native), max(native)
-    S = np.full((L, K), np.nan)
-    parts = None
-    weights = _segment_weights(calib.shape[1] - 1, segment, calib.shape[0]) if segment else None
-    jobs = [(i, k) for i in reversed(range(L)) for k in range(native[i], 0, -1)]
-    for i, k in tqdm(jobs, desc="Alloc-L profile", disable=not progress, leave=False):
-        ks = [native[j] if j < i else 1 for j in range(L)]
-        ks[i] = k
-        nll, _ = evaluate(model, calib, R.topk(ks), batch_blocks=batch_blocks, segment=segment)
-        if segment:
-            if parts is None:
-                parts = np.full((L, K, len(nll)), np.nan)
-            parts[i, k - 1] = nll
-            S[i, k - 1] = math.exp(float(np.average(nll, weights=weights)))
-        else:
-            S[i, k - 1] = ppl(nll)
-    # a layer with a smaller native k cannot take more: pad its row so the DP never picks beyond it
-    for i in range(L):
-        if native[i] < K:
-            S[i, native[i]:] = np.inf
-    return (S, parts) if segment else S
-
-
-def _segment_weights(tokens: int, segment: int, blocks: int) -> np.ndarray:
-    """Tokens in each segment of :func:`evaluate`'s ``segment`` output (block after block)."""
-    one = [min(segment, tokens - s) for s in range(0, tokens, segment)]
-    return np.tile(np.asarray(one, dtype=np.float64), blocks)
-
-
-def allocation_bootstrap(parts: np.ndarray, weights: np.ndarray, budget: int, fn, *, n_resamples: int,
-                         seed: int = 0, level: float = 0.95) -> stats.Interval:
-    """A percentile bootstrap of ``fn(allocation)`` over the calibration segments of a profile: each
-    resample draws the segments with replacement, re-derives S (the token-weighted mean NLL of the drawn
-    segments, as a perplexity; +inf where the profile has none) and allocates ``budget`` by the DP.
-    The estimate is ``fn`` of the allocation from all the segments."""
-    L, K, n = parts.shape
-    rng = np.random.default_rng(seed)
-
-    def from_idx(ix):
-        w = weights[ix]
-        with np.errstate(invalid="ignore"):
-            S = np.exp((parts[:, :, ix] * w).sum(axis=2) / w.sum())
-        return fn(allocate(np.where(np.isnan(S), np.inf, S), budget))
-
-    est = float(from_idx(np.arange(n)))
-    draws = np.array([from_idx(rng.integers(0, n, n)) for _ in range(n_resamples)], dtype=np.float64)
-    a = (1 - level) / 2
-    lo, hi = (float(v) for v in np.quantile(draws, [a, 1 - a]))
-    return stats.Interval(est, min(lo, est), max(hi, est), level, "bootstrap over calibration segments", n)
-
-
-def allocate(cost: np.ndarray, budget: int) -> list[int]:
-    """The DP allocation (:func:`acl26.kernels.dp_alloc.allocate`); costs beyond a layer's native k (+inf)
-    are excluded. NaN or −inf in ``cost`` raises (it would otherwise be taken for an excluded count)."""
-    cost = np.asarray(cost, dtype=np.float64)
-    if np.isnan(cost).any() or np.isneginf(cost).any():
-        raise ValueError("cost holds NaN or -inf (+inf marks a count beyond a layer's native k)")
-    c = np.where(np.isfinite(cost), cost, np.nanmax(np.where(np.isfinite(cost), cost, -np.inf)) * 1e6 + 1e6)
-    return [int(k) for k in dp_alloc.allocate(c, budget)]
-
-
-@torch.no_grad()
-def lexi_costs(model, *, samples: int, seed: int = 0) -> np.ndarray:
-    """LExI-style data-free sensitivity (L, K): for each MoE layer alone, the relative squared change
-    of its output on random Gaussian inputs when it runs at top-k instead of its native top-k."""
-    blocks = R.moe_blocks(model)
-    native = R.native_k(model)
-    L, K = len(blocks), max(native)
-    g = torch.Generator().manual_seed(seed)
-    dtype = next(model.parameters()).dtype
-    cost = np.full((L, K), np.inf)
-    for i, b in enumerate(blocks):
-        hidden = b.gate.weight.shape[-1]
-        x = torch.randn(1, samples, hidden, generator=g).to(dtype)
-        with R.budgeted(model, None):
-            ref = _block_out(b, x)
-        for k in range(1, native[i] + 1):
-            ks = list(native)
-            ks[i] = k
-            with R.budgeted(model, R.topk(ks)):
-                y = _block_out(b, x)
-            cost[i, k - 1] = float(((y - ref) ** 2).sum() / (ref ** 2).sum().clamp_min(1e-30))
-    return cost
-
-
-def _block_out(block, x):
-    out = block(x)
-    return out[0] if isinstance(out, tuple) else out
-
-
-# --------------------------------------------------------------------------------------------
-# top-p and skipping matched to a budget
-
-
-def measured_budget(model, blocks: torch.Tensor, policy: R.Policy, batch_blocks: int) -> float:
-    """Σ over layers of the mean experts per token under ``policy`` (a forward pass; no loss)."""
-    blocks_ = R.moe_blocks(model)
-    counter = R.Counter(len(blocks_), [R.num_experts(b) for b in blocks_])
-    with torch.no_grad(), R.budgeted(model, policy, counter):
-        for i in range(0, len(blocks), batch_blocks):
-            model(input_ids=blocks[i:i + batch_blocks])
-    return counter.experts_per_token()
-
-
-def match_threshold(model, blocks: torch.Tensor, kind: str, budget: float, *, iters: int,
-                    batch_blocks: int) -> tuple[float, float]:
-    """Bisection on top-p's ``p`` (count rises with p) or skipping's ``beta`` (count falls with beta) so
-    that the measured Σ_l experts/token on ``blocks`` is as close to ``budget`` as ``iters`` steps get.
-    Returns ``(threshold, measured budget)`` of the closest one tried."""
-    if kind not in ("topp", "skip"):
-        raise ValueError(f"kind must be 'topp' or 'skip', got {kind!r}")
-    lo, hi = (0.0, 1.0)
-    best = None
-    for _ in range(iters):
-        mid = (lo + hi) / 2
-        pol = R.topp(max(mid, 1e-6)) if kind == "topp" else R.skip(mid)
-        got = measured_budget(model, blocks, pol, batch_blocks)
-        if best is None or abs(got - budget) < abs(best[1] - budget):
-            best = (mid, got)
-        too_many = got > budget
-        if kind == "topp":
-            hi, lo = (mid, lo) if too_many else (hi, mid)
-        else:
-            lo, hi = (mid, hi) if too_many else (lo, mid)
-    return best
-
-
-# --------------------------------------------------------------------------------------------
 # the method grid
-
-
-def methods_at(k: int, L: int, *, s_alloc: np.ndarray, lexi: np.ndarray, k_base: int,
-               thresholds: dict[str, float]) -> dict[str, R.Policy]:
-    """Every method's policy at the budget ``k * L`` (uniform-equivalent ``k``)."""
-    B = k * L
-    al = allocate(s_alloc, B)
-    kb = min(k_base, min(al), k)
-    return {"uniform": R.topk([k] * L), "lexi": R.topk(allocate(lexi, B)), "top-p": R.topp(thresholds["top-p"]),
-            "skip": R.skip(thresholds["skip"]), "alloc-l": R.topk(al), "alloc-t": R.alloc_t([k] * L, min(k_base, k)),
-            "alloc-l+t": R.alloc_t(al, kb)}
 
 
 def half_budget(params: dict, native: int) -> int:
     """The uniform-equivalent k of half budget (the budget nearest native/2 among ``budgets``)."""
     return nearest_half(params["budgets"], native)
+
 
 
 def run_grid(model, tx: dict, params: dict, *, progress: bool = True) -> dict:
@@ -396,7 +206,7 @@ def run_grid(model, tx: dict, params: dict, *, progress: bool = True) -> dict:
     S_rand = profile_sensitivity(model, tx["random"], batch_blocks=bb, progress=progress)
     lexi = lexi_costs(model, samples=params["lexi_samples"])
     full_nll, full_counter = evaluate(model, tx["eval"], None, batch_blocks=bb)
-    out = {"native": native, "S": S, "S_parts": S_parts, "S_weights": _segment_weights(calib.shape[1] - 1, SEGMENT, len(calib)),
+    out = {"native": native, "S": S, "S_parts": S_parts, "S_weights": segment_weights(calib.shape[1] - 1, SEGMENT, len(calib)),
            "S_alt": S_alt, "S_rand": S_rand, "lexi": lexi, "full_nll": full_nll,
            "full_budget": full_counter.experts_per_token(), "nll": {}, "counts": {}, "budget": {}, "alloc": {},
            "thresholds": {}, "load_sim": {}}
@@ -418,7 +228,7 @@ def run_grid(model, tx: dict, params: dict, *, progress: bool = True) -> dict:
             if pol.ks is not None:
                 out["alloc"][(k, m)] = list(pol.ks)
             if m == "alloc-t":
-                out.setdefault("token_alloc", {})[k] = _token_entropy(counter)
+                out.setdefault("token_alloc", {})[k] = token_entropy(counter)
             bar.update()
     bar.close()
     kh = half_budget(params, min(native))
@@ -444,6 +254,7 @@ def run_grid(model, tx: dict, params: dict, *, progress: bool = True) -> dict:
     return out
 
 
+
 def _alloc_l_nll(model, blocks, ks, main_ks, main_nll, batch_blocks):
     """Per-block NLLs of Alloc-L at allocation ``ks``; the main allocation's when it is the same one."""
     if list(ks) == list(main_ks):
@@ -451,19 +262,8 @@ def _alloc_l_nll(model, blocks, ks, main_ks, main_nll, batch_blocks):
     return evaluate(model, blocks, R.topk(ks), batch_blocks=batch_blocks)[0]
 
 
-def _token_entropy(counter: R.Counter) -> dict:
-    """Per layer: Spearman correlation of each token's Alloc-T expert count with its routing entropy."""
-    from scipy import stats as sps
-
-    rows = []
-    for i in range(counter.n_layers):
-        c = np.concatenate(counter.token_counts[i]) if counter.token_counts[i] else np.array([])
-        h = np.concatenate(counter.token_entropy[i]) if counter.token_entropy[i] else np.array([])
-        rho = float(sps.spearmanr(c, h).statistic) if len(c) > 2 and np.ptp(c) > 0 else float("nan")
-        rows.append({"layer": i, "spearman": rho, "mean k": float(c.mean()) if len(c) else float("nan"),
-                     "min k": int(c.min()) if len(c) else 0, "max k": int(c.max()) if len(c) else 0,
-                     "_counts": c, "_entropy": h})
-    return rows
+# --------------------------------------------------------------------------------------------
+# the half-budget headline on each model
 
 
 def headline_seed(model, tx: dict, params: dict, progress: bool = True) -> dict:
@@ -481,11 +281,13 @@ def headline_seed(model, tx: dict, params: dict, progress: bool = True) -> dict:
     return {"uniform": u, "alloc-l+t": lt, "full": full, "top1": top1, "alloc": al}
 
 
+
 def from_grid(grid: dict) -> dict:
     """The headline of :func:`headline_seed` for the main model, read off its grid (nothing re-run)."""
     kh = grid["half"]
     return {"uniform": grid["nll"][(kh, "uniform")], "alloc-l+t": grid["nll"][(kh, "alloc-l+t")],
             "full": grid["full_nll"], "top1": grid["top1_nll"], "alloc": grid["alloc_main"]}
+
 
 
 def run_experiments(params: dict, progress: bool = True) -> dict:
@@ -521,6 +323,7 @@ def run_experiments(params: dict, progress: bool = True) -> dict:
             "n_resamples": params["n_resamples"], "info": info}
 
 
+
 def second_subject(params: dict, progress: bool = True) -> dict:
     """The half-budget headline (:func:`headline_seed`) on the trained MoE of the models page, for each
     training seed of ``seeds``, each model on its own calibration profile: ``{"seeds": {seed:
@@ -539,41 +342,6 @@ def second_subject(params: dict, progress: bool = True) -> dict:
     return out
 
 
-def seed_table(seeds: dict, info: dict, n_resamples: int) -> list[dict]:
-    """One row per model of a headline (``{seed: headline}``): perplexities, the Alloc-L+T / uniform
-    ratio with its paired bootstrap over blocks, the top-1 / native ratio (``experts_matter``) and the
-    allocation. ``info``: ``{seed: description}`` (its ``val_ppl``, where there is one)."""
-    rows = []
-    for s, r in seeds.items():
-        iv = stats.paired_bootstrap(r["alloc-l+t"], r["uniform"], "ppl_ratio", n_resamples=n_resamples)
-        rows.append({"seed": s, "val ppl (models page)": info.get(s, {}).get("val_ppl"),
-                     "native ppl": ppl(r["full"]), "top-1 ppl": ppl(r["top1"]), "top-1 / native": ppl(r["top1"]) / ppl(r["full"]),
-                     "uniform ppl": ppl(r["uniform"]), "Alloc-L+T ppl": ppl(r["alloc-l+t"]), "ratio": iv.estimate,
-                     "lo": iv.lo, "hi": iv.hi, "allocation": r["alloc"]})
-    return rows
-
-
-# --------------------------------------------------------------------------------------------
-# tables
-
-
-def quality_table(grid: dict, *, n_resamples: int) -> list[dict]:
-    """One row per (budget, method): perplexity, measured budget, load similarity and the paired
-    bootstrap interval of its perplexity ratio to uniform top-k at the same budget."""
-    L = len(grid["native"])
-    rows = [{"budget k": max(grid["native"]), "budget (Σk)": round(grid["full_budget"], 3), "method": LABELS["full"],
-             "key": "full", "ppl": ppl(grid["full_nll"]), "ratio to uniform": float("nan"), "ratio lo": float("nan"),
-             "ratio hi": float("nan"), "measured Σk": round(grid["full_budget"], 3), "load similarity": 1.0}]
-    for (k, m), nll in grid["nll"].items():
-        u = grid["nll"][(k, "uniform")]
-        iv = stats.paired_bootstrap(nll, u, "ppl_ratio", n_resamples=n_resamples) if m != "uniform" else None
-        rows.append({"budget k": k, "budget (Σk)": k * L, "method": LABELS[m], "key": m, "ppl": ppl(nll),
-                     "ratio to uniform": iv.estimate if iv else 1.0, "ratio lo": iv.lo if iv else 1.0,
-                     "ratio hi": iv.hi if iv else 1.0, "measured Σk": round(grid["budget"][(k, m)], 3),
-                     "load similarity": grid["load_sim"][(k, m)]})
-    return rows
-
-
 # --------------------------------------------------------------------------------------------
 # speed at real shapes
 
@@ -586,6 +354,7 @@ def speed_layer(params: dict) -> tuple[moe_speed.MoELayer, moe_speed.Rest]:
                 moe_speed.random_rest(s["attn"], s["vocab"], s["hidden"]))
     return (moe_speed.random_layer(64, 16, 32, 2, 6, seed=0),
             moe_speed.random_rest(((96, 64), (40, 64), (128, 32), (64, 64)), 500, 64))
+
 
 
 def speed_study(params: dict, alloc_shape: Sequence[int], native: int) -> dict:
@@ -613,25 +382,3 @@ def speed_study(params: dict, alloc_shape: Sequence[int], native: int) -> dict:
     hf_rows = moe_speed.stack_speedups(curve, {"uniform": [K // 2] * n_layers}, [K] * n_layers, who="hf", with_rest=True)
     return {"grouped_err": max(errs), "curve": curve, "rows": rows, "hf_rows": hf_rows, "allocs": allocs,
             "layers": n_layers, "shape": params["speed_shape"]}
-
-
-def curve_rows(curve: dict) -> list[dict]:
-    rows = []
-    for who, label in (("ours", "ours (grouped, skips inactive experts)"), ("hf", "transformers grouped_mm")):
-        for phase, per_k in curve.get(who, {}).items():
-            for k, ts in per_k.items():
-                sp = stats.repeat_range([1e3 * t for t in ts])
-                rows.append({"path": label, "phase": phase, "k": k, "pairs": curve["pairs"][phase][k],
-                             "ms (median)": sp.estimate, "ms min": sp.lo, "ms max": sp.hi})
-    return rows
-
-
-# --------------------------------------------------------------------------------------------
-# benchmarks
-
-
-def benchmarks(quick: bool = False) -> dict:
-    """``acl26 bench alloc_moe``: the DP against pure Python and scipy's MILP; the real-shape layer."""
-    from acl26.papers.alloc_moe import bench
-
-    return bench.benchmarks(quick)

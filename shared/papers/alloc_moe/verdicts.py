@@ -2,8 +2,9 @@
 
 :func:`record_claims` turns what :func:`acl26.papers.alloc_moe.study.run_experiments` returned into the ledger's
 verdicts: the controls first (``experts_matter``, ``k_base_matters``, ``calib_matters``), then the
-claims that name them, then our checks. The tests feed it synthetic results, a holding and a failing
-case per claim and control.
+claims that name them, then our checks. The perplexity, the method labels and the bootstrap of the
+allocation's shape come from :mod:`.tables`. The tests feed it synthetic results, a holding and a
+failing case per claim and control.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import numpy as np
 from acl26 import claims as C
 from acl26 import stats
 from acl26.papers.alloc_moe.spec import BARELY
-from acl26.papers.alloc_moe.study import LABELS, SEGMENT, allocation_bootstrap, ppl
+from acl26.papers.alloc_moe.tables import LABELS, SEGMENT, allocation_bootstrap, ppl
 
 #: the two scopes of the speed study's stacks: the claims are decided on the first
 MOE_ONLY, WITH_REST = "MoE layers only", "MoE + attention projections + head"

@@ -1,0 +1,251 @@
+"""Alloc-MoE chapter (ACL 2026, arXiv 2604.08133): the tables, from what the study returned.
+
+Pure functions of :func:`acl26.papers.alloc_moe.study.run_experiments`'s results (or parts of them) to
+rows, intervals and the saved metrics; no I/O, deterministic (every bootstrap is seeded). The notebook
+shows what these return and :mod:`.verdicts` decides the claims from them: the perplexity of per-block
+NLLs (:func:`ppl`), the bootstrap of the allocation's shape over calibration segments
+(:func:`allocation_bootstrap`), the quality table (:func:`quality_table`), the K_base sweep, the
+calibration and seed tables, the token allocation against routing entropy (:func:`token_entropy`),
+the speed tables and :func:`metrics`, everything the notebook saves.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from acl26 import stats
+from acl26.papers.alloc_moe.allocation import allocate
+
+#: tokens per calibration segment: the unit the bootstrap of the allocation's shape resamples
+SEGMENT = 32
+
+#: each method's name in the tables
+LABELS = {"uniform": "uniform top-k", "lexi": "LExI-style (data-free per-layer k)", "top-p": "top-p (Dynamic-MoE)",
+          "skip": "dynamic skipping (NAEE-style)", "alloc-l": "Alloc-L", "alloc-t": "Alloc-T", "alloc-l+t": "Alloc-L+T (Alloc-MoE)",
+          "full": "unconstrained (native top-k)"}
+
+
+def ppl(nll: np.ndarray) -> float:
+    """The perplexity of per-block (or per-segment) mean NLLs in nats: exp of their mean."""
+    return float(math.exp(float(np.mean(nll))))
+
+
+def allocation_bootstrap(parts: np.ndarray, weights: np.ndarray, budget: int, fn, *, n_resamples: int,
+                         seed: int = 0, level: float = 0.95) -> stats.Interval:
+    """A percentile bootstrap of ``fn(allocation)`` over the calibration segments of a profile: each
+    resample draws the segments with replacement, re-derives S (the token-weighted mean NLL of the drawn
+    segments, as a perplexity; +inf where the profile has none) and allocates ``budget`` by the DP.
+    The estimate is ``fn`` of the allocation from all the segments."""
+    L, K, n = parts.shape
+    rng = np.random.default_rng(seed)
+
+    def from_idx(ix):
+        w = weights[ix]
+        with np.errstate(invalid="ignore"):
+            S = np.exp((parts[:, :, ix] * w).sum(axis=2) / w.sum())
+        return fn(allocate(np.where(np.isnan(S), np.inf, S), budget))
+
+    est = float(from_idx(np.arange(n)))
+    draws = np.array([from_idx(rng.integers(0, n, n)) for _ in range(n_resamples)], dtype=np.float64)
+    a = (1 - level) / 2
+    lo, hi = (float(v) for v in np.quantile(draws, [a, 1 - a]))
+    return stats.Interval(est, min(lo, est), max(hi, est), level, "bootstrap over calibration segments", n)
+
+
+# --------------------------------------------------------------------------------------------
+# the subject and the budgets
+
+
+def subject_info(info: dict) -> dict:
+    """The main subject's description as shown: ``info`` without its native-k table and its empty entries."""
+    return {k: v for k, v in info.items() if k != "native_k_table" and v is not None}
+
+
+def budget_rows(res: dict, budgets) -> list[dict]:
+    """One row per budget (a uniform-equivalent k): Σk over the main subject's MoE layers and its share of
+    the native top-k."""
+    L, K = res["info"]["MoE layers"], res["info"]["native top-k"]
+    return [{"k (uniform-equivalent)": k, "budget Σk": k * L, "share of native": k / K} for k in budgets]
+
+
+# --------------------------------------------------------------------------------------------
+# every method at every budget
+
+
+def quality_table(grid: dict, *, n_resamples: int) -> list[dict]:
+    """One row per (budget, method): perplexity, measured budget, load similarity and the paired
+    bootstrap interval of its perplexity ratio to uniform top-k at the same budget."""
+    L = len(grid["native"])
+    rows = [{"budget k": max(grid["native"]), "budget (Σk)": round(grid["full_budget"], 3), "method": LABELS["full"],
+             "key": "full", "ppl": ppl(grid["full_nll"]), "ratio to uniform": float("nan"), "ratio lo": float("nan"),
+             "ratio hi": float("nan"), "measured Σk": round(grid["full_budget"], 3), "load similarity": 1.0}]
+    for (k, m), nll in grid["nll"].items():
+        u = grid["nll"][(k, "uniform")]
+        iv = stats.paired_bootstrap(nll, u, "ppl_ratio", n_resamples=n_resamples) if m != "uniform" else None
+        rows.append({"budget k": k, "budget (Σk)": k * L, "method": LABELS[m], "key": m, "ppl": ppl(nll),
+                     "ratio to uniform": iv.estimate if iv else 1.0, "ratio lo": iv.lo if iv else 1.0,
+                     "ratio hi": iv.hi if iv else 1.0, "measured Σk": round(grid["budget"][(k, m)], 3),
+                     "load similarity": grid["load_sim"][(k, m)]})
+    return rows
+
+
+def allocation_rows(grid: dict) -> list[dict]:
+    """One row per (budget, method, layer) of Alloc-L's and the LExI-style allocations: the layer's k."""
+    L = len(grid["native"])
+    return [{"budget": f"Σk={k * L}", "method": m, "layer": i, "k": kk}
+            for (k, m), ks in grid["alloc"].items() if m in ("alloc-l", "lexi") for i, kk in enumerate(ks)]
+
+
+def allocation_frame(grid: dict) -> pd.DataFrame:
+    """Alloc-L's and the LExI-style allocations side by side: one column per (method, budget), one row per layer."""
+    L = len(grid["native"])
+    return pd.DataFrame({f"{m} @ Σk={k * L}": ks for (k, m), ks in grid["alloc"].items() if m in ("alloc-l", "lexi")},
+                        index=[f"layer {i}" for i in range(L)])
+
+
+def threshold_rows(grid: dict) -> list[dict]:
+    """One row per budget: top-p's p and skipping's β matched to it, and the Σk each measured on held-out text."""
+    L = len(grid["native"])
+    return [{"budget Σk": k * L, "top-p p": v["top-p"], "skipping β": v["skip"],
+             "top-p measured Σk": grid["budget"][(k, "top-p")], "skipping measured Σk": grid["budget"][(k, "skip")]}
+            for k, v in grid["thresholds"].items()]
+
+
+def k_base_rows(grid: dict, *, n_resamples: int) -> list[dict]:
+    """One row per K_base of the sweep (Alloc-T at half budget): perplexity and the paired bootstrap of its
+    ratio to uniform top-k at the same budget."""
+    u = grid["nll"][(grid["half"], "uniform")]
+    rows = []
+    for b, nll in grid["k_base"].items():
+        iv = stats.paired_bootstrap(nll, u, "ppl_ratio", n_resamples=n_resamples)
+        rows.append({"K_base": b, "ppl": ppl(nll), "ratio to uniform": iv.estimate, "lo": iv.lo, "hi": iv.hi})
+    return rows
+
+
+def token_entropy(counter) -> list[dict]:
+    """Per layer of an Alloc-T run's :class:`acl26.papers.alloc_moe.routing.Counter` (``per_token``): Spearman correlation of each token's Alloc-T expert count with its routing entropy."""
+    from scipy import stats as sps
+
+    rows = []
+    for i in range(counter.n_layers):
+        c = np.concatenate(counter.token_counts[i]) if counter.token_counts[i] else np.array([])
+        h = np.concatenate(counter.token_entropy[i]) if counter.token_entropy[i] else np.array([])
+        rho = float(sps.spearmanr(c, h).statistic) if len(c) > 2 and np.ptp(c) > 0 else float("nan")
+        rows.append({"layer": i, "spearman": rho, "mean k": float(c.mean()) if len(c) else float("nan"),
+                     "min k": int(c.min()) if len(c) else 0, "max k": int(c.max()) if len(c) else 0,
+                     "_counts": c, "_entropy": h})
+    return rows
+
+
+def entropy_rows(grid: dict) -> list[dict]:
+    """One row per (budget, layer) of Alloc-T: the Spearman correlation of a token's expert count with its
+    routing entropy (:func:`token_entropy`), and the mean, least and most experts a token got."""
+    L = len(grid["native"])
+    return [{"budget Σk": k * L, "layer": r["layer"], "spearman(k_t, entropy)": r["spearman"],
+             "mean k": r["mean k"], "min k": r["min k"], "max k": r["max k"]}
+            for k, layers in grid["token_alloc"].items() for r in layers]
+
+
+def entropy_points(grid: dict) -> pd.DataFrame:
+    """Alloc-T at half budget, one row per (layer, token): the experts the token got and its routing entropy."""
+    return pd.concat([pd.DataFrame({"layer": r["layer"], "experts for the token": r["_counts"],
+                                    "routing entropy (nats)": r["_entropy"]})
+                      for r in grid["token_alloc"][grid["half"]]])
+
+
+def calibration_rows(grid: dict, calib_source: str, calib_alt: str) -> list[dict]:
+    """Alloc-L at half budget profiled on each calibration text (and on random token ids, the
+    ``calib_matters`` control): its allocation, held-out perplexity and ratio to the first text's."""
+    half_l = grid["nll"][(grid["half"], "alloc-l")]
+    return [{"calibration text": name, "allocation": al, "ppl (held-out)": ppl(nll),
+             "ratio to the first text": ppl(nll) / ppl(half_l)}
+            for name, al, nll in ((calib_source, grid["alloc_main"], half_l),
+                                  (calib_alt, grid["alloc_alt"], grid["nll_alt"]),
+                                  ("random token ids", grid["alloc_rand"], grid["nll_rand"]))]
+
+
+# --------------------------------------------------------------------------------------------
+# the headline on every model
+
+
+def seed_table(seeds: dict, info: dict, n_resamples: int) -> list[dict]:
+    """One row per model of a headline (``{seed: headline}``): perplexities, the Alloc-L+T / uniform
+    ratio with its paired bootstrap over blocks, the top-1 / native ratio (``experts_matter``) and the
+    allocation. ``info``: ``{seed: description}`` (its ``val_ppl``, where there is one)."""
+    rows = []
+    for s, r in seeds.items():
+        iv = stats.paired_bootstrap(r["alloc-l+t"], r["uniform"], "ppl_ratio", n_resamples=n_resamples)
+        rows.append({"seed": s, "val ppl (models page)": info.get(s, {}).get("val_ppl"),
+                     "native ppl": ppl(r["full"]), "top-1 ppl": ppl(r["top1"]), "top-1 / native": ppl(r["top1"]) / ppl(r["full"]),
+                     "uniform ppl": ppl(r["uniform"]), "Alloc-L+T ppl": ppl(r["alloc-l+t"]), "ratio": iv.estimate,
+                     "lo": iv.lo, "hi": iv.hi, "allocation": r["alloc"]})
+    return rows
+
+
+def seed_rows(res: dict) -> list[dict]:
+    """:func:`seed_table` of the main subject (its one model) then of the trained MoE's seeds."""
+    nr = res["n_resamples"]
+    return (seed_table(res["seeds"], {}, nr)
+            + seed_table(res["second"]["seeds"], res["second"]["info"], nr))
+
+
+def seed_frame(res: dict) -> pd.DataFrame:
+    """:func:`seed_rows` as shown, indexed by subject and seed (the main subject's none shown as '—')."""
+    df = pd.DataFrame(seed_rows(res))
+    df.insert(0, "subject", ["main subject"] * len(res["seeds"]) + ["trained MoE"] * len(res["second"]["seeds"]))
+    # the main subject has no training seed: '—' (pandas would turn None into NaN and the seeds into floats)
+    df["seed"] = ["—" if s is None else str(s) for s in [*res["seeds"], *res["second"]["seeds"]]]
+    return df.set_index(["subject", "seed"])
+
+
+# --------------------------------------------------------------------------------------------
+# speed at real shapes
+
+
+def curve_rows(curve: dict) -> list[dict]:
+    """One row per (path, phase, k) of the speed study's cost curve: ms per layer, median and range over rounds."""
+    rows = []
+    for who, label in (("ours", "ours (grouped, skips inactive experts)"), ("hf", "transformers grouped_mm")):
+        for phase, per_k in curve.get(who, {}).items():
+            for k, ts in per_k.items():
+                sp = stats.repeat_range([1e3 * t for t in ts])
+                rows.append({"path": label, "phase": phase, "k": k, "pairs": curve["pairs"][phase][k],
+                             "ms (median)": sp.estimate, "ms min": sp.lo, "ms max": sp.hi})
+    return rows
+
+
+def speed_frame(sp: dict) -> pd.DataFrame:
+    """The speed study's stack speed-ups, ours then transformers' ``grouped_mm`` (its allocation so
+    marked), without the per-round ratios."""
+    rows = sp["rows"] + [dict(r, allocation=r["allocation"] + " (HF grouped_mm)") for r in sp["hf_rows"]]
+    return pd.DataFrame(rows).drop(columns=["_ratios"])
+
+
+def rest_rows(sp: dict) -> list[dict]:
+    """The rest of a decoder layer (attention projections) and the head: median ms per call in each phase."""
+    curve = sp["curve"]
+    return [{"phase": ph, "part": part, "ms per call (median)": 1e3 * np.median(curve[part][ph][0])}
+            for part in ("attn", "head") for ph in curve.get(part, {})]
+
+
+# --------------------------------------------------------------------------------------------
+# what the notebook saves
+
+
+def metrics(res: dict, params: dict) -> dict:
+    """Every table of the chapter, as the notebook saves it beside the claims (``ledger.save(metrics=...)``)."""
+    grid, info, sp = res["grid"], res["info"], res["speed"]
+    nr = res["n_resamples"]
+    return {"quality": pd.DataFrame(quality_table(grid, n_resamples=nr)).to_dict("records"),
+            "seeds": seed_rows(res),
+            "speed_curve": pd.DataFrame(curve_rows(sp["curve"])).to_dict("records"),
+            "speed": speed_frame(sp).to_dict("records"),
+            "k_base": pd.DataFrame(k_base_rows(grid, n_resamples=nr)).to_dict("records"),
+            "calibration": pd.DataFrame(calibration_rows(grid, params["calib_source"], params["calib_alt"])).to_dict("records"),
+            "entropy": pd.DataFrame(entropy_rows(grid)).to_dict("records"),
+            "profile": grid["S"].tolist(), "profile_random": grid["S_rand"].tolist(), "lexi": grid["lexi"].tolist(),
+            "alloc": {f"{k}:{m}": v for (k, m), v in grid["alloc"].items()},
+            "info": {k: v for k, v in info.items() if k != "seeds"}}
