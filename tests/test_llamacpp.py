@@ -3,7 +3,7 @@ built) a real timing of ggml's TQ1_0 / TQ2_0 kernels beside ours."""
 
 import pytest
 
-from acl26.papers.sherry import llamacpp, peers
+from acl26.papers.sherry import llamacpp, peers, tables
 
 SAMPLE = """Testing 1 devices
 
@@ -139,7 +139,7 @@ def test_decode_summary_gives_ranges_and_per_round_ratios():
             dict(shape="s", format="ggml-tq2_0", label="TQ2_0", status="ok", decode_tok_s=10.0, decode_runs=[10.0, 12.0, 8.0],
                  peer=True, gguf_types="TQ2_0 (embeddings and head: F16)", total_mb=120.0, bits_per_weight=2.06),
             dict(shape="s", format="ggml-tq1_0", label="TQ1_0", status="skipped", decode_tok_s=None, decode_runs=[])]
-    out = {r["format"]: r for r in peers.decode_summary(rows)}
+    out = {r["format"]: r for r in tables.decode_summary(rows)}
     assert set(out) == {"sherry", "ggml-tq2_0"}  # skipped rows are left out
     tq = out["ggml-tq2_0"]
     assert tq["source"] == "llama.cpp" and tq["head"] == "F16" and out["sherry"]["source"] == "ours"
@@ -152,7 +152,7 @@ def test_gemv_summary_groups_by_shape():
     rows = [dict(format=f, source="ours" if f == "sherry" else "llama.cpp", round=r, us=us * (1 + r / 10), threads=1,
                  shape=shape) for shape, scale in (("4096x4096", 1.0), ("4096x14336", 3.5))
             for r in range(3) for f, us in (("sherry", 800.0 * scale), ("TQ2_0", 1000.0 * scale))]
-    out = {(r["shape"], r["format"]): r for r in peers.gemv_summary(rows)}
+    out = {(r["shape"], r["format"]): r for r in tables.gemv_summary(rows)}
     assert set(out) == {(s, f) for s in ("4096x4096", "4096x14336") for f in ("sherry", "TQ2_0")}
     assert out[("4096x4096", "TQ2_0")]["vs_sherry"] == pytest.approx(1.25)
     assert out[("4096x14336", "sherry")]["min_us"] == pytest.approx(2800.0)
@@ -170,7 +170,7 @@ def test_model_gemv_sums_one_decode_steps_products():
     assert {r["format"] for r in rows} == {"sherry", "tl2", "i2", "TQ1_0", "TQ2_0"}
     assert all(r["products"] == 2 * 7 and r["us_per_token"] > 0 for r in rows)
     assert rows[0]["shapes"] == "2 x 256x256 + 2 x 128x256 + 2 x 512x256 + 1 x 256x512, x 2 blocks"
-    summary = {r["format"]: r for r in peers.model_gemv_summary(rows)}
+    summary = {r["format"]: r for r in tables.model_gemv_summary(rows)}
     assert summary["sherry"]["vs_sherry"] == 1.0
     with pytest.raises(ValueError, match="multiple of 256"):
         peers.model_gemv(Shape("u", 128, 512, 1, 4, 2, 100), rounds=1)

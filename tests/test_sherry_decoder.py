@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from acl26 import timing
-from acl26.papers.sherry import decoder, peers, speed
+from acl26.papers.sherry import decoder, peers, speed, tables
 from acl26.papers.sherry import paper as sherry_paper
 from acl26.kernels import ternary as tn
 
@@ -326,12 +326,12 @@ def test_paper_table_and_compare():
         fake.append(dict(shape="bitnet-0.7b", paper_row="0.7B", format=fmt, decode_tok_s=tok_s, prefill_tok_s=tok_s,
                          decode_ms=1e3 / tok_s, head_ms=1.0, blocks_ms=1e3 / tok_s - 1.0, total_mb=100.0 * tok_s,
                          weight_mb=tok_s, status="ok", reason=""))
-    cmp = {r["comparison"]: r for r in sherry_paper.compare(fake)}
+    cmp = {r["comparison"]: r for r in tables.compare(fake)}
     assert cmp["Sherry vs I2_S"]["paper_speed_ratio"] == pytest.approx(148.27 / 132.13)
     assert cmp["Sherry vs I2_S"]["ours_speed_ratio"] == pytest.approx(50 / 40)
     assert cmp["Sherry vs TL2"]["paper_size_ratio"] == pytest.approx(205.50 / 233.44)
     assert cmp["Sherry vs BF16"]["ours_size_ratio"] == pytest.approx(5.0)
-    sbs = sherry_paper.side_by_side(fake)
+    sbs = tables.side_by_side(fake)
     assert len(sbs) == 4 and all(r["model"] == "0.7B" for r in sbs)
     assert next(r for r in sbs if r["format"] == "sherry")["paper_vs_bf16"] == pytest.approx(148.27 / 34.01)
 
@@ -404,7 +404,7 @@ def test_decode_summary_compares_like_for_like():
 
     rows = [row("sherry", [10, 20], "bf16"), row("sherry-q8head", [30, 40], "q8_0"),
             row("ggml-tq2_0", [5, 10], "f16", True), row("ggml-tq2_0-q8head", [15, 20], "q8_0", True)]
-    out = {r["format"]: r for r in peers.decode_summary(rows)}
+    out = {r["format"]: r for r in tables.decode_summary(rows)}
     assert out["ggml-tq2_0"]["vs"] == "sherry" and out["ggml-tq2_0"]["sherry / this"] == 2.0
     assert out["ggml-tq2_0-q8head"]["vs"] == "sherry-q8head" and out["ggml-tq2_0-q8head"]["sherry / this"] == 2.0
     assert "vs" not in out["sherry-q8head"] and "vs" not in out["sherry"]  # the references themselves

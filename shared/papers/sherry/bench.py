@@ -24,7 +24,7 @@ def benchmarks(quick: bool = False) -> dict:
 
 def _peer_benchmarks(quick: bool) -> dict:
     """Our GEMV against llama.cpp's TQ1_0 / TQ2_0 at :data:`GEMV_SHAPES` (skipped, saying so, where it is not built)."""
-    from acl26.papers.sherry import llamacpp, peers
+    from acl26.papers.sherry import llamacpp, peers, tables
 
     shapes = [(1024, 1024)] if quick else list(GEMV_SHAPES)
     goals = [dict(goal=f"Sherry GEMV faster than llama.cpp's TQ1_0 and TQ2_0 ({m} x {k}, same threads)",
@@ -35,7 +35,7 @@ def _peer_benchmarks(quick: bool) -> dict:
                 "note": "llama.cpp was not built, so its kernels were not timed."}
     rows, done = [], []
     for (m, k), goal in zip(shapes, goals):
-        summary = peers.gemv_summary(peers.gemv_vs_llamacpp((m, k), rounds=1 if quick else 5))
+        summary = tables.gemv_summary(peers.gemv_vs_llamacpp((m, k), rounds=1 if quick else 5))
         t = {r["format"]: r for r in summary}
         rows += [dict(benchmark=f"GEMV {r['format']} ({r['source']}, {r['threads']} thread(s))", shape=r["shape"],
                       median_s=r["median_us"] / 1e6, min_s=r["min_us"] / 1e6, max_s=r["max_us"] / 1e6,

@@ -6,8 +6,6 @@ package's reference quantizers, the paper's STQ1_0 block, and our three formats.
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from acl26.kernels import ternary as tn
@@ -146,82 +144,3 @@ def model_gemv(shape: str = "bitnet-0.7b", *, rounds: int = 3, calls: int = 20, 
             rows.append(dict(format=fmt, source=src, round=r, us_per_token=us, products=s.layers * sum(counts.values()),
                              shapes=what, threads=first[0]["threads"], shape=s.name))
     return rows
-
-
-def model_gemv_summary(rows: list[dict]) -> list[dict]:
-    """Median and range over rounds of :func:`model_gemv`'s per-token sums, and each format's median over Sherry's."""
-    from acl26 import stats
-
-    sherry = [r["us_per_token"] for r in rows if r["format"] == "sherry"]
-    out = []
-    for fmt in dict.fromkeys(r["format"] for r in rows):
-        at = [r for r in rows if r["format"] == fmt]
-        iv = stats.repeat_range([r["us_per_token"] for r in at])
-        out.append(dict(shape=at[0]["shape"], format=fmt, source=at[0]["source"], median_ms=iv.estimate / 1e3,
-                        min_ms=iv.lo / 1e3, max_ms=iv.hi / 1e3, rounds=iv.n, products=at[0]["products"],
-                        shapes=at[0]["shapes"], threads=at[0]["threads"],
-                        vs_sherry=iv.estimate / float(np.median(sherry)) if sherry else None))
-    return out
-
-
-def gemv_summary(rows: list[dict]) -> list[dict]:
-    """Median and range over rounds of each (shape, format) of :func:`gemv_vs_llamacpp`, with each
-    format's median time over Sherry's at that shape."""
-    from acl26 import stats
-
-    out = []
-    for shape in dict.fromkeys(r["shape"] for r in rows):
-        at = [r for r in rows if r["shape"] == shape]
-        sherry = [r["us"] for r in at if r["format"] == "sherry"]
-        for fmt in dict.fromkeys(r["format"] for r in at):
-            xs = [r["us"] for r in at if r["format"] == fmt]
-            iv = stats.repeat_range(xs)
-            src = next(r["source"] for r in at if r["format"] == fmt)
-            out.append(dict(shape=shape, format=fmt, source=src, median_us=iv.estimate, min_us=iv.lo, max_us=iv.hi,
-                            rounds=iv.n, threads=at[0]["threads"],
-                            vs_sherry=iv.estimate / float(np.median(sherry)) if sherry else None))
-    return out
-
-
-# --------------------------------------------------------------------------------------------
-# whole-model decode beside llama.cpp
-
-
-def decode_summary(rows: list[dict], against: str = "sherry") -> list[dict]:
-    """Per shape, every timed format of a speed table (:func:`acl26.papers.sherry.speed.speed_table`
-    with ``peers``): median decode tok/s and its range over rounds, and ``against``'s speed over it
-    like for like (per-round ratios: median and range; the rounds ran both formats in a rotating
-    order): a row with an 8-bit head (ours ``-q8head``, llama.cpp's ``q8_0``) is compared with
-    ``against`` + ``-q8head`` where that was timed, every other row with ``against`` (bf16 head); ``vs``
-    names the reference. ValueError if ``against`` is not one of our formats
-    (:data:`~acl26.papers.sherry.speed.SPEED_FORMATS`)."""
-    from acl26 import stats
-    from acl26.papers.sherry.decoder import FUSED
-    from acl26.papers.sherry.speed import SpeedFormat
-
-    ours = SpeedFormat.parse(against)
-    # the like-for-like reference of a row with an 8-bit head: ``against`` reading one too
-    against_q8 = dataclasses.replace(ours, head="q8_0").name if ours.packing in FUSED else None
-
-    out = []
-    for shape in dict.fromkeys(r["shape"] for r in rows):
-        at = {r["format"]: r for r in rows if r["shape"] == shape and r["status"] == "ok"}
-        for fmt, r in at.items():
-            iv = stats.repeat_range(r["decode_runs"] or [r["decode_tok_s"]])
-            types = r.get("gguf_types")  # a string for llama.cpp's rows; None (NaN through pandas) for ours
-            types = types if isinstance(types, str) else ""
-            head = types.partition("head: ")[2].rstrip(")") or r.get("head") or ("fp32" if fmt == "fp32" else "bf16")
-            eight = r.get("head") == "q8_0"
-            ref_key = against_q8 if eight and against_q8 in at else against
-            ref = at.get(ref_key)
-            row = dict(shape=shape, format=fmt, label=r["label"], source="llama.cpp" if r.get("peer") is True else "ours",
-                       decode_tok_s=iv.estimate, min_tok_s=iv.lo, max_tok_s=iv.hi, rounds=iv.n,
-                       total_mb=r.get("total_mb"), bits_per_weight=r.get("bits_per_weight"), head=head)
-            if ref is not None and fmt != ref_key:
-                n = min(len(ref["decode_runs"]), len(r["decode_runs"]))
-                ratios = [a / b for a, b in zip(ref["decode_runs"][:n], r["decode_runs"][:n])]
-                riv = stats.repeat_range(ratios or [ref["decode_tok_s"] / r["decode_tok_s"]])
-                row.update({"vs": ref_key, f"{against} / this": riv.estimate, "min ratio": riv.lo,
-                            "max ratio": riv.hi})
-            out.append(row)
-    return out

@@ -6,7 +6,7 @@ trained weights, so this module builds transformer decoders of real shapes with 
 stores every linear layer in one format, and times greedy decoding (one token at a time, with a KV
 cache) and a batched prefill. :func:`speed_table` returns one row per (shape, format), a format being a
 :class:`SpeedFormat` (packing, activations, head) named in the rows as ``"sherry-a8-q8head"``;
-:func:`paper_table` holds the paper's rows as data and :func:`compare` puts the two side by side as
+:func:`.paper.paper_table` holds the paper's rows as data and :func:`.tables.compare` puts the two side by side as
 same-machine ratios (Sherry vs I2, vs TL2, vs BF16), the only figures that carry across machines.
 
 The decoders themselves are :mod:`acl26.papers.sherry.decoder`; the paper's table and the

@@ -8,10 +8,16 @@ fragment on the decoded shapes (:func:`decoded_shapes`, read from a saved result
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
+from acl26 import stats
+from acl26.papers.sherry.decoder import FUSED
+from acl26.papers.sherry.paper import PAPER_LABELS, paper_table, ratio_or_none
 from acl26.papers.sherry.spec import VARIANTS
+from acl26.papers.sherry.speed import SpeedFormat
 
 #: the trapping statistics of one tracked layer (:func:`trapping_rows`)
 TRAPPING_STATS = ("grad effective rank (mean)", "stuck share", "mean state changes")
@@ -183,3 +189,129 @@ def decoded_shapes(result: dict | None) -> str:
         text = f"- `{shape}`: decoded in {', '.join(done) or 'no format'}"
         lines.append(text + (f"; skipped: {'; '.join(skipped)}" if skipped else "") + ".")
     return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# the speed tables: medians over rounds, same-machine ratios, ours beside the paper's and llama.cpp's
+
+
+def model_gemv_summary(rows: list[dict]) -> list[dict]:
+    """Median and range over rounds of :func:`.peers.model_gemv`'s per-token sums, and each format's median over Sherry's."""
+    sherry = [r["us_per_token"] for r in rows if r["format"] == "sherry"]
+    out = []
+    for fmt in dict.fromkeys(r["format"] for r in rows):
+        at = [r for r in rows if r["format"] == fmt]
+        iv = stats.repeat_range([r["us_per_token"] for r in at])
+        out.append(dict(shape=at[0]["shape"], format=fmt, source=at[0]["source"], median_ms=iv.estimate / 1e3,
+                        min_ms=iv.lo / 1e3, max_ms=iv.hi / 1e3, rounds=iv.n, products=at[0]["products"],
+                        shapes=at[0]["shapes"], threads=at[0]["threads"],
+                        vs_sherry=iv.estimate / float(np.median(sherry)) if sherry else None))
+    return out
+
+
+def gemv_summary(rows: list[dict]) -> list[dict]:
+    """Median and range over rounds of each (shape, format) of :func:`.peers.gemv_vs_llamacpp`, with each
+    format's median time over Sherry's at that shape."""
+    out = []
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        at = [r for r in rows if r["shape"] == shape]
+        sherry = [r["us"] for r in at if r["format"] == "sherry"]
+        for fmt in dict.fromkeys(r["format"] for r in at):
+            xs = [r["us"] for r in at if r["format"] == fmt]
+            iv = stats.repeat_range(xs)
+            src = next(r["source"] for r in at if r["format"] == fmt)
+            out.append(dict(shape=shape, format=fmt, source=src, median_us=iv.estimate, min_us=iv.lo, max_us=iv.hi,
+                            rounds=iv.n, threads=at[0]["threads"],
+                            vs_sherry=iv.estimate / float(np.median(sherry)) if sherry else None))
+    return out
+
+
+def decode_summary(rows: list[dict], against: str = "sherry") -> list[dict]:
+    """Per shape, every timed format of a speed table (:func:`acl26.papers.sherry.speed.speed_table`
+    with ``peers``): median decode tok/s and its range over rounds, and ``against``'s speed over it
+    like for like (per-round ratios: median and range; the rounds ran both formats in a rotating
+    order): a row with an 8-bit head (ours ``-q8head``, llama.cpp's ``q8_0``) is compared with
+    ``against`` + ``-q8head`` where that was timed, every other row with ``against`` (bf16 head); ``vs``
+    names the reference. ValueError if ``against`` is not one of our formats
+    (:data:`~acl26.papers.sherry.speed.SPEED_FORMATS`)."""
+    ours = SpeedFormat.parse(against)
+    # the like-for-like reference of a row with an 8-bit head: ``against`` reading one too
+    against_q8 = dataclasses.replace(ours, head="q8_0").name if ours.packing in FUSED else None
+
+    out = []
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        at = {r["format"]: r for r in rows if r["shape"] == shape and r["status"] == "ok"}
+        for fmt, r in at.items():
+            iv = stats.repeat_range(r["decode_runs"] or [r["decode_tok_s"]])
+            types = r.get("gguf_types")  # a string for llama.cpp's rows; None (NaN through pandas) for ours
+            types = types if isinstance(types, str) else ""
+            head = types.partition("head: ")[2].rstrip(")") or r.get("head") or ("fp32" if fmt == "fp32" else "bf16")
+            eight = r.get("head") == "q8_0"
+            ref_key = against_q8 if eight and against_q8 in at else against
+            ref = at.get(ref_key)
+            row = dict(shape=shape, format=fmt, label=r["label"], source="llama.cpp" if r.get("peer") is True else "ours",
+                       decode_tok_s=iv.estimate, min_tok_s=iv.lo, max_tok_s=iv.hi, rounds=iv.n,
+                       total_mb=r.get("total_mb"), bits_per_weight=r.get("bits_per_weight"), head=head)
+            if ref is not None and fmt != ref_key:
+                n = min(len(ref["decode_runs"]), len(r["decode_runs"]))
+                ratios = [a / b for a, b in zip(ref["decode_runs"][:n], r["decode_runs"][:n])]
+                riv = stats.repeat_range(ratios or [ref["decode_tok_s"] / r["decode_tok_s"]])
+                row.update({"vs": ref_key, f"{against} / this": riv.estimate, "min ratio": riv.lo,
+                            "max ratio": riv.hi})
+            out.append(row)
+    return out
+
+
+COMPARISONS = (("sherry", "i2"), ("sherry", "tl2"), ("sherry", "bf16"))
+
+
+def compare(rows: list[dict], paper: list[dict] | None = None) -> list[dict]:
+    """Same-machine ratios, ours beside the paper's, for every shape in ``rows`` and each of Sherry
+    vs I2 / TL2 / BF16: decode speed (Sherry's tok/s over the other's; also prefill, and the
+    blocks alone without the output head) and size (Sherry's MB over the other's: whole model,
+    and linear layers alone). The paper's ratios are those of the row the shape stands for
+    (``paper_row``); shapes that stand for none (the LLaMA shapes) get None there."""
+    paper = paper_table() if paper is None else paper
+    pap = {(r["model"], r["format"]): r for r in paper}
+    by = {(r["shape"], r["format"]): r for r in rows}
+    out = []
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        prow = next(r["paper_row"] for r in rows if r["shape"] == shape)
+        for a, b in COMPARISONS:
+            ra, rb = by.get((shape, a)), by.get((shape, b))
+            pa, pb = pap.get((prow, a)), pap.get((prow, b))
+
+            ok = ra is not None and rb is not None
+            out.append(dict(
+                shape=shape, paper_row=prow, comparison=f"{PAPER_LABELS[a]} vs {PAPER_LABELS[b]}",
+                paper_speed_ratio=ratio_or_none(pa["tok_s"], pb["tok_s"]) if pa and pb else None,
+                ours_speed_ratio=ratio_or_none(ra["decode_tok_s"], rb["decode_tok_s"]) if ok else None,
+                ours_prefill_ratio=ratio_or_none(ra["prefill_tok_s"], rb["prefill_tok_s"]) if ok else None,
+                ours_blocks_speed_ratio=ratio_or_none(rb["blocks_ms"], ra["blocks_ms"]) if ok else None,
+                paper_size_ratio=ratio_or_none(pa["mb"], pb["mb"]) if pa and pb else None,
+                ours_size_ratio=ratio_or_none(ra["total_mb"], rb["total_mb"]) if ok else None,
+                ours_weight_size_ratio=ratio_or_none(ra["weight_mb"], rb["weight_mb"]) if ok else None))
+    return out
+
+
+def side_by_side(rows: list[dict], paper: list[dict] | None = None) -> list[dict]:
+    """Paper | ours per (paper model, format), for the shapes that stand for a paper row:
+    tok/s and MB, and the speedup over BF16 on each machine."""
+    paper = paper_table() if paper is None else paper
+    by = {(r["shape"], r["format"]): r for r in rows}
+    out = []
+    for p in paper:
+        for shape in dict.fromkeys(r["shape"] for r in rows if r["paper_row"] == p["model"]):
+            ours = by.get((shape, p["format"]))
+            if ours is None:
+                continue
+            pb = next((q for q in paper if q["model"] == p["model"] and q["format"] == "bf16"), None)
+            ob = by.get((shape, "bf16"))
+            out.append(dict(model=p["model"], shape=shape, format=p["format"], label=p["label"],
+                            paper_tok_s=p["tok_s"], ours_tok_s=ours["decode_tok_s"], paper_mb=p["mb"],
+                            ours_mb=ours["total_mb"], ours_weight_mb=ours["weight_mb"],
+                            paper_vs_bf16=p["tok_s"] / pb["tok_s"] if pb else None,
+                            ours_vs_bf16=(ours["decode_tok_s"] / ob["decode_tok_s"]
+                                          if ob and ours["decode_tok_s"] and ob["decode_tok_s"] else None),
+                            status=ours["status"], reason=ours["reason"]))
+    return out
