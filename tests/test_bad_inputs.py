@@ -24,7 +24,7 @@ from acl26 import checks, claims, corpus, evaluation, models, stats, texts, timi
 from acl26.kernels import dp_alloc, ternary, tokmerge  # noqa: E402
 from acl26.papers import sherry  # noqa: E402
 from acl26.papers.alloc_moe import routing  # noqa: E402
-from acl26.papers.alloc_moe import study as alloc_study  # noqa: E402
+from acl26.papers.alloc_moe import allocation as alloc_allocation  # noqa: E402
 from acl26.papers.lopt import baselines as lopt_baselines  # noqa: E402
 from acl26.papers.lopt import method as lopt_method  # noqa: E402
 from acl26.papers.model_interpolation import merge  # noqa: E402
@@ -471,12 +471,12 @@ def test_dp_alloc_budget_takes_numpy_integers_and_integral_floats():
 
 def test_alloc_moe_allocate_refuses_nan_costs_but_excludes_inf():
     cost = np.array([[3.0, 1.0, np.inf], [2.0, 1.5, 1.4]])
-    assert alloc_study.allocate(cost, 6) == [2, 3]
+    assert alloc_allocation.allocate(cost, 6) == [2, 3]
     for bad in (NAN, -INF):
         c = cost.copy()
         c[1, 1] = bad
         with pytest.raises(ValueError, match="^cost holds NaN or -inf"):
-            alloc_study.allocate(c, 6)
+            alloc_allocation.allocate(c, 6)
 
 
 @pytest.mark.parametrize("kw,match", [
