@@ -143,17 +143,24 @@ def comparison_frame(results: dict) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("method")
 
 
+def _scored(rec: dict, n_resamples: int, *, votes: bool) -> dict:
+    """One scored record's columns: k, Mean@k with its 95% bootstrap interval over problems (``lo``, ``hi``),
+    Pass@k and Vote@k if ``votes``, then tokens, Think #R, the share finished and the recorded seconds."""
+    s = summary(rec)
+    iv = mean_interval(per_problem(rec)["mean@k"], n_resamples)
+    row = {"k": rec["k"], "Mean@k": s["mean@k"], "lo": iv.lo, "hi": iv.hi}
+    if votes:
+        row.update({"Pass@k": s["pass@k"], "Vote@k": s["vote@k"]})
+    row.update({"Token #N": s["tokens"], "Think #R": s["think"], "finished": s["finished"], "seconds": rec["seconds"]})
+    return row
+
+
 def variants_frame(results: dict) -> pd.DataFrame:
     """Every variant (TA, TIES, the ablations, the decoding grid): its summary, Mean@k's 95% bootstrap interval
     over problems (``lo``, ``hi``) and its recorded seconds, indexed by the variant's name."""
     nr = _resamples(results)
-    rows = []
-    for name, rec in results["variants"].items():
-        s = summary(rec)
-        iv = mean_interval(per_problem(rec)["mean@k"], nr)
-        rows.append({"variant": name, "problems": len(rec["correct"]), "k": rec["k"], "Mean@k": s["mean@k"], "lo": iv.lo,
-                     "hi": iv.hi, "Pass@k": s["pass@k"], "Vote@k": s["vote@k"], "Token #N": s["tokens"],
-                     "Think #R": s["think"], "finished": s["finished"], "seconds": rec["seconds"]})
+    rows = [{"variant": name, "problems": len(rec["correct"]), **_scored(rec, nr, votes=True)}
+            for name, rec in results["variants"].items()]
     return pd.DataFrame(rows).set_index("variant") if rows else pd.DataFrame()
 
 
@@ -187,13 +194,8 @@ def gsm8k_frame(results: dict) -> pd.DataFrame:
     """The GSM8K rows, indexed by λ: Mean@k with its 95% bootstrap interval over questions, tokens, Think #R,
     the share finished and the recorded seconds (empty when GSM8K did not run)."""
     nr = _resamples(results)
-    rows = []
-    for lam, rec in results["gsm8k"].items():
-        s = summary(rec)
-        iv = mean_interval(per_problem(rec)["mean@k"], nr)
-        rows.append({"λ": lam, "questions": len(rec["golds"]), "k": rec["k"], "Mean@k": s["mean@k"], "lo": iv.lo,
-                     "hi": iv.hi, "Token #N": s["tokens"], "Think #R": s["think"], "finished": s["finished"],
-                     "seconds": rec["seconds"]})
+    rows = [{"λ": lam, "questions": len(rec["golds"]), **_scored(rec, nr, votes=False)}
+            for lam, rec in results["gsm8k"].items()]
     return pd.DataFrame(rows).set_index("λ") if rows else pd.DataFrame()
 
 
