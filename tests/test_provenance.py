@@ -144,7 +144,7 @@ def test_verify_names_a_verdict_that_its_evidence_does_not_give_even_with_the_ma
     _tamper(executed / "results" / "sherry-book.json", lambda d: next(c for c in d["claims"] if c["id"] == "size")
             .update({"holds?": "yes"}))
     _tamper(executed / "results" / "sherry-book.json",
-            lambda d: d["evidence"]["model_file"]["bytes"].update(sherry=2_400_000))
+            lambda d: d["evidence"]["paper_file"]["bytes"].update(sherry=250_000_000))
     provenance.write_manifest(executed, overwrite=True)
     assert cli.main(["verify", str(executed)]) == 2
     assert "claim 'size': saved verdict 'yes', decided again from the evidence 'no'" in capsys.readouterr().err

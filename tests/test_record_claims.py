@@ -76,7 +76,10 @@ def test_untested_when_the_profile_cannot_test_a_claim():
     assert got["speed_vs_i2"] == got["packed_exact"] == C.UNTESTED and got["size"] == C.HOLDS
     s["speed"] = [row for row in s["speed"] if row["format"] != "i2"]
     assert verdicts("sherry", s)["size"] == C.HOLDS  # measured on the files, not the speed table
-    s["model_file"] = None
+    s["model_file"] = None  # the trained subject's files: only the check size_trained needs them
+    got = verdicts("sherry", s)
+    assert got["size"] == C.HOLDS and got["file_exact"] == C.HOLDS and got["size_trained"] == C.UNTESTED
+    s["paper_file"] = None  # older results: no file of the paper's shape, so the size claim is not tested
     got = verdicts("sherry", s)
     assert got["size"] == got["file_exact"] == C.UNTESTED and got["size_subject"] == C.UNTESTED
 
@@ -206,13 +209,20 @@ def test_sherry_one_seed_without_blocks_leaves_the_accuracy_claims_not_testable(
 def test_sherry_size_is_decided_on_the_files_only_when_they_load_back_exact():
     r = sherry_cases.good()
     ledger = _sherry_ledger(r)
-    e = ledger.entries["size"]
-    assert e.holds == C.HOLDS and e.ours == pytest.approx(0.8) and "BF16 file" in e.shown
-    assert ledger.entries["size_subject"].ours == pytest.approx(0.48)
-    sherry_cases.FAIL["file_exact"](r)
+    e = ledger.entries["size"]  # the paper's 0.7B shape's files
+    assert e.holds == C.HOLDS and e.ours == pytest.approx(205 / 268) and "BF16 file" in e.shown
+    assert "bitnet-0.7b" in e.shown
+    assert ledger.entries["size_subject"].ours == pytest.approx(170 / 268)
+    t = ledger.entries["size_trained"]  # the trained subject's files: a check, not the claim
+    assert t.holds == C.HOLDS and t.ours == pytest.approx(0.8) and "48.0%" in t.shown
+    r["paper_file"].update(exact=False, mismatched=["sherry: model.layers.0.mlp.up_proj.weight"])
     ledger = _sherry_ledger(r)
     assert ledger.entries["file_exact"].holds == C.FAILS
     assert ledger.entries["size"].holds == C.UNTESTED and "bit-exact" in ledger.entries["size"].note
+    assert ledger.entries["size_trained"].holds == C.HOLDS  # its own files read back exactly
+    sherry_cases.FAIL["file_exact"](r)
+    ledger = _sherry_ledger(r)
+    assert ledger.entries["size_trained"].holds == C.UNTESTED and "bit-exact" in ledger.entries["size_trained"].note
 
 
 def test_sherry_noisy_rows_show_half_width_against_margin():

@@ -76,6 +76,13 @@ def test_file_bytes_rest_is_what_the_layers_and_header_leave():
     assert tables.file_bytes({"model_file": None}) is None
 
 
+def test_file_bytes_of_the_paper_shape_are_shown_against_the_2_bit_file():
+    pf = {"bytes": {"sherry": 200, "i2": 250}, "layer_bytes": {"sherry": 100, "i2": 150}, "header_bytes": {"sherry": 5, "i2": 5}}
+    files = tables.file_bytes({"model_file": None, "paper_file": pf}, "paper_file")
+    assert files["of the 2-bit file"].tolist() == [0.8, 1.0]
+    assert tables.file_bytes({"model_file": None}, "paper_file") is None  # older results: no such key
+
+
 def test_bits_and_ptq_rows(results):
     assert tables.bits_rows(results) == [{"format": "sherry", "index bits/w": 1.0, "sign bits/w": 0.25,
                                           "streams bits/w": 1.25, "scales bits/w (fp32 per row)": 0.01,

@@ -34,6 +34,14 @@ QAT_STEPS = 60
 QAT_LR = 3e-4
 
 
+#: The shape whose whole-model files decide ``size`` (issue 40, point 3): the paper's size figure is the 0.7B
+#: model's files (its speed/size table: BF16 1360, I2_S 256.56, Sherry 205.50 MB), and a file's bytes depend on
+#: the format and the shape, not on the training. SmolLM2's tied bf16 embedding is about two thirds of its
+#: 2-bit file, so on SmolLM2 the ratio measures the embedding's share, not the format; its files stay as a check
+#: (``size_trained``). The files hold random 3:4 weights, written and read back by the same packer.
+SIZE_SHAPE = "bitnet-0.7b"
+
+
 SPEC = ParamSpec(
     paper="sherry",
     params=(
@@ -66,6 +74,8 @@ SPEC = ParamSpec(
               min=0, max=SEED_MAX),
         Param("gen_tokens", int, "tokens generated greedily per prompt with the packed 3:4 model and the full-precision "
               "subject (0: none)", min=0),
+        Param("size_shape", str, "model shape whose whole-model files decide the size claim (random 3:4 weights; "
+              "bitnet-0.7b is the paper's 0.7B row)", choices=tuple(decoder.SHAPES)),
     ),
     profiles={
         "book": dict(speed_shapes=["bitnet-0.7b", "llama-3.2-1b", "bitnet-3b"],
@@ -74,9 +84,10 @@ SPEC = ParamSpec(
                      speed_tokens=8, speed_repeats=3,
                      peer_rounds=3, ptq_chars=0, checkpoint="", variants=list(VARIANTS),
                      qat_blocks=list(QAT_BLOCKS), qat_batch=4, block_size=256, qat_steps=QAT_STEPS, qat_lr=QAT_LR,
-                     eval_blocks=32, track_every=6, seeds=[0, 1, 2], gen_tokens=24),
+                     eval_blocks=32, track_every=6, seeds=[0, 1, 2], gen_tokens=24, size_shape=SIZE_SHAPE),
         "smoke": dict(speed_shapes=["tiny"], speed_peers=["ggml-f16", "ggml-tq2_0"], speed_tokens=3, speed_repeats=1, peer_rounds=1, ptq_chars=2000,
-                      qat_blocks=[15], qat_batch=2, block_size=64, qat_steps=4, eval_blocks=4, track_every=2, seeds=[0, 1], gen_tokens=4),
+                      qat_blocks=[15], qat_batch=2, block_size=64, qat_steps=4, eval_blocks=4, track_every=2, seeds=[0, 1], gen_tokens=4,
+                      size_shape="tiny"),
         # on a GPU: every block of the checkpoint (SmolLM2 has 30; give qat_blocks for another depth)
         "paper": dict(speed_peers=list(llamacpp.PEERS), speed_tokens=32, speed_repeats=5, qat_blocks=list(range(30)),
                       qat_batch=16, block_size=512, qat_steps=1000, eval_blocks=256, seeds=[0, 1, 2]),
@@ -150,16 +161,20 @@ RANK_RESOLUTION = 0.05
 #   ask, and a change below it would not be called a collapse. It failed in the first run (+-0.060) and
 #   was left as it is.
 # * size: the wording says which files are measured (the whole subject in 3:4); its test is unchanged.
+# Issue 40, point 3 (written before the run that decides it): size and its control size_subject are measured on
+# whole-model files of the paper's 0.7B shape (SIZE_SHAPE) with random 3:4 weights, because the paper's figure
+# is that model's files and a file's bytes do not depend on the training; the test (within 10% of 80.1%) and
+# the control's bound are unchanged. The trained subject's files stay, as the check size_trained.
 CLAIMS = [
     C.Claim("bits", "3:4 ternary packs into 5 bits per 4 weights", "1.25 bits/weight", "§3 (encoding)",
             C.equals(1.25), kind="fact"),
-    C.Claim("size_subject", f"The subject can show the size claim: its quantized layers hold at least "
-            f"{SIZE_SHARE_MIN:.1%} of its 2-bit file (below that, no 1.25-bit format can bring the whole file "
+    C.Claim("size_subject", f"The files can show the size claim: their quantized layers hold at least "
+            f"{SIZE_SHARE_MIN:.1%} of the 2-bit file (below that, no 1.25-bit format can bring the whole file "
             f"within the claim's band)", f"≈ {PAPER_SIZE_SHARE:.0%} in the 0.7B files (from its table)", "speed/size table",
             C.predicate(f"ours ≥ {SIZE_SHARE_MIN:.3f}", lambda v: v >= SIZE_SHARE_MIN, boundaries=(SIZE_SHARE_MIN,)),
             kind="control"),
     C.Claim("size", "Sherry's whole model takes this share of the 2-bit (I2_S) model's bytes (measured on the files "
-            "our packer wrote of the whole subject in 3:4: its QAT'd blocks as trained, every other block ternarized)",
+            "our packer wrote of the paper's 0.7B shape, size_shape, with random 3:4 weights, read back bit-exact)",
             f"{PAPER_SIZE_RATIO:.1%} (0.7B: {PAPER_MB['sherry']:.2f} / {PAPER_MB['i2']:.2f} MB)", "speed/size table",
             C.within(PAPER_SIZE_RATIO, SIZE_TOL), controls=("size_subject",)),
     C.Claim("speed_vs_tl2", "Sherry decodes faster than the 1.67-bit format (TL2)", "148.27 vs 116.83 tok/s (0.7B)",
@@ -217,9 +232,14 @@ CLAIMS = [
             controls=("trap_resolves",)),
     C.Claim("packed_exact", "The packed 1.25-bit model computes what the fake-quantized model did",
             "(deployment)", "§4", C.predicate("|Δ ppl| / ppl < 1e-4", lambda v: v < 1e-4), kind="check"),
-    C.Claim("file_exact", "The whole-model files our packer wrote (Sherry, 2-bit, BF16) load back bit-exact: every "
-            "unpacked ternary matrix and scale equals the fake-quantizer's, every other tensor the model's in bf16",
+    C.Claim("file_exact", "The whole-model files our packer wrote (Sherry, 2-bit, BF16; of the 0.7B shape and of the "
+            "trained subject) load back bit-exact: every unpacked ternary matrix and scale equals the "
+            "fake-quantizer's, every other tensor the model's in bf16",
             "(deployment)", "§4", C.predicate("tensors that differ = 0", lambda v: v == 0), kind="check"),
+    C.Claim("size_trained", "The trained subject's files, the whole model in 3:4 (its QAT'd blocks as trained, every "
+            "other block ternarized): Sherry's file is smaller than the 2-bit file (the ratio beside the paper's is "
+            "shown, not tested: it measures the subject's bf16 embedding share)", "(deployment)", "speed/size table",
+            C.predicate("ours: Sherry's file / the 2-bit file < 1", lambda v: v < 1.0, boundaries=(1.0,)), kind="check"),
 ]
 
 

@@ -20,7 +20,7 @@ import time
 import torch
 
 from acl26 import assets, checks, corpus, evaluation, models, training
-from acl26.papers.sherry import llamacpp, modelfile, speed, tables
+from acl26.papers.sherry import decoder, llamacpp, modelfile, speed, tables
 from acl26.papers.sherry import qat as sherry
 from acl26.papers.sherry.spec import CLAIMS, GEMV_SHAPES, MODEL_GEMV_SHAPE, SPEC, VARIANTS  # noqa: F401  (study.SPEC, study.CLAIMS)
 
@@ -209,6 +209,33 @@ def model_files(model, variant: str) -> dict:
     return out
 
 
+def shape_model(shape: str, seed: int = 0):
+    """A transformers LLaMA of ``shape`` (a name in :data:`.decoder.SHAPES`: its widths, depth, heads,
+    vocabulary and tied head) with random weights (transformers' initialisation, seeded), every decoder
+    block's linear layers in 3:4 ternary with Arenas' residual at 0: the model whose files the paper's size
+    table measures, but for the weights' values, which a file's bytes do not depend on."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    s = decoder.get_shape(shape, "size_shape")
+    models.quiet_transformers()
+    cfg = LlamaConfig(vocab_size=s.vocab, hidden_size=s.hidden, intermediate_size=s.intermediate,
+                      num_hidden_layers=s.layers, num_attention_heads=s.heads, num_key_value_heads=s.kv_heads,
+                      tie_word_embeddings=s.tied, rope_theta=s.rope_theta, max_position_embeddings=2048)
+    torch.manual_seed(checks.seed("seed", seed))
+    model = sherry.wrap(LlamaForCausalLM(cfg).eval(), "sparse34")
+    for _, m in sherry.quantized_layers(model):
+        m.lam = 0.0
+    return model
+
+
+def shape_files(shape: str, seed: int = 0) -> dict:
+    """:func:`model_files` of :func:`shape_model` (``shape``): what decides the size claim, plus ``shape``."""
+    model = shape_model(shape, seed)
+    out = model_files(model, f"random 3:4 weights, {shape} shape")
+    del model
+    return out | {"shape": shape}
+
+
 def run_experiments(params: dict, progress: bool = True) -> dict:
     """Every experiment of the chapter, in order; returns what :func:`.verdicts.record_claims` reads, and the
     training logs the notebook plots:
@@ -222,7 +249,8 @@ def run_experiments(params: dict, progress: bool = True) -> dict:
     ``qat_block_nll`` (the first seed's per-block NLLs, :func:`.tables.block_nll`), ``rank_snapshots``
     (the first seed's gradient ranks, :func:`.tables.rank_snapshots`), ``trapping``
     (:func:`.tables.trapping_rows` of every run), ``packed`` (:func:`packed_perplexity` of the 3:4 model, or
-    None), ``model_file`` (:func:`model_files` of the same model, or None); and, for the plots only,
+    None), ``model_file`` (:func:`model_files` of the same model, or None), ``paper_file`` (:func:`shape_files`
+    of ``size_shape``: what decides the size claim); and, for the plots only,
     ``qat_runs`` (per variant and seed: perplexity, time, cache hit, the training history and the
     monitor's records).
     """
@@ -281,6 +309,7 @@ def run_experiments(params: dict, progress: bool = True) -> dict:
             del base, engine
         del packed_model
         res["model_file"] = model_files(sherry.whole_ternary(runs[target].model), target)
+    res["paper_file"] = shape_files(params["size_shape"])
     return res
 
 

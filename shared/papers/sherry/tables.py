@@ -151,14 +151,17 @@ def flip_rows(results: dict) -> list[dict]:
     return rows
 
 
-def file_bytes(results: dict) -> pd.DataFrame | None:
-    """The bytes of each whole-model file (``results["model_file"]``, one row per weight format): the
-    file, its quantized layers, its header and the rest (embeddings, norms); None where no file was written."""
-    mf = results["model_file"]
+def file_bytes(results: dict, key: str = "model_file") -> pd.DataFrame | None:
+    """The bytes of each whole-model file of ``results[key]`` (``"model_file"``: the trained subject's;
+    ``"paper_file"``: the paper's 0.7B shape's), one row per weight format: the file, its quantized layers,
+    its header and the rest (embeddings, norms); None where no file was written."""
+    mf = results.get(key)
     if not mf:
         return None
     files = pd.DataFrame({"file bytes": mf["bytes"], "quantized layers": mf["layer_bytes"], "header": mf["header_bytes"]})
     files["rest (embeddings, norms)"] = files["file bytes"] - files["quantized layers"] - files["header"]
+    if "i2" in files.index:
+        files["of the 2-bit file"] = files["file bytes"] / files.loc["i2", "file bytes"]
     return files
 
 
@@ -169,7 +172,7 @@ def file_bytes(results: dict) -> pd.DataFrame | None:
 def metrics(results: dict) -> dict:
     """The figures of a run worth keeping beside the verdicts (``ledger.save(metrics=...)``): JSON-ready."""
     keep = ("bits", "speed", "ptq", "subject", "qat_seeds", "trapping", "packed", "generations", "model_file",
-            "llamacpp_reason")
+            "paper_file", "llamacpp_reason")
     out = {k: results.get(k) for k in keep}
     out["qat"] = [{k: r[k] for k in ("variant", "seed", "val_ppl", "seconds", "from_cache")}
                   for r in results.get("qat_runs") or []]
