@@ -386,7 +386,7 @@ def test_qat_of_a_block_subset_on_a_local_llama_checkpoint(tmp_path, monkeypatch
 
 
 def test_the_size_claim_s_files_are_of_the_named_shape_and_read_back_exactly():
-    """shape_files writes the Sherry, 2-bit and BF16 files of a random 3:4 model of the shape (issue 40, point 3):
+    """shape_files writes the Sherry and 2-bit files of a random 3:4 model of the shape (issue 40, point 3):
     every linear layer of every block is packed, the embedding is stored once (tied), and Sherry's file is the
     smaller by what its streams save (1.25 against 2 bits per weight), less its longer header."""
     from acl26.papers.sherry import decoder, study
@@ -394,6 +394,7 @@ def test_the_size_claim_s_files_are_of_the_named_shape_and_read_back_exactly():
     shape = decoder.SHAPES["tiny"]
     out = study.shape_files("tiny")
     assert out["exact"] and out["shape"] == "tiny" and out["layers"] == 7 * shape.layers
+    assert sorted(out["bytes"]) == ["i2", "sherry"]  # the two the claim compares (no BF16 file of 1.5 GB)
     assert out["weights"] == shape.linear_params
     saved = out["layer_bytes"]["i2"] - out["layer_bytes"]["sherry"]
     assert saved == pytest.approx(shape.linear_params * (2 - 1.25) / 8, rel=0.02)

@@ -35,8 +35,8 @@ def good():
         # files of the 0.7B shape: quantized layers 63% of the 2-bit file; Sherry's file 77% of it
         "paper_file": {"variant": "random 3:4 weights, bitnet-0.7b shape", "shape": "bitnet-0.7b", "exact": True,
                        "mismatched": [], "tensors": 531, "layers": 168, "weights": 679_477_248,
-                       "bytes": {"sherry": 205_000_000, "i2": 268_000_000, "bf16": 1_457_000_000},
-                       "layer_bytes": {"sherry": 107_000_000, "i2": 170_000_000, "bf16": 1_359_000_000}},
+                       "bytes": {"sherry": 205_000_000, "i2": 268_000_000},
+                       "layer_bytes": {"sherry": 107_000_000, "i2": 170_000_000}},
         "llamacpp_gemv": [dict(format=f, round=r, us=us, shape="4096x14336", threads=1)
                           for r in (0, 1) for f, us in (("sherry", 800.0), ("TQ2_0", 970.0), ("TQ1_0", 2000.0))],
         # one decode step's projections of the 0.7B shape, summed (what decides speed_vs_ggml)

@@ -132,10 +132,11 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
                             f"≈ {PAPER_SIZE_SHARE:.0%}")
         if pf["exact"]:
             whole = nb["sherry"] / nb["i2"]
+            bf16 = (f"; of the BF16 file {nb['sherry'] / nb['bf16']:.1%} (paper {PAPER_MB['sherry'] / PAPER_MB['bf16']:.1%})"
+                    if "bf16" in nb else "")
             ledger.record("size", whole,
                           shown=f"{whole:.1%} ({nb['sherry']:,} / {nb['i2']:,} bytes: files of the {pf['shape']} shape, "
-                                f"random 3:4 weights, bf16 embeddings); of the BF16 file {nb['sherry'] / nb['bf16']:.1%} "
-                                f"(paper {PAPER_MB['sherry'] / PAPER_MB['bf16']:.1%}); quantized layers alone "
+                                f"random 3:4 weights, bf16 embeddings){bf16}; quantized layers alone "
                                 f"{lb['sherry'] / lb['i2']:.1%} of the 2-bit ones")
         else:
             ledger.untested("size", f"the files did not load back bit-exact ({len(pf['mismatched'])} tensors differ), "
@@ -161,10 +162,10 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
                                       (mf and f"the subject (QAT'd blocks from {mf['variant']})", mf)) if f]
     if sets:
         bad = [m for _, f in sets for m in f["mismatched"]]
-        layers = ", ".join(f"{f['layers']} packed layers" for _, f in sets)
+        label = {"sherry": "Sherry", "i2": "2-bit", "bf16": "BF16"}
+        files = "; ".join(f"{', '.join(label[k] for k in f['bytes'])} of {w} ({f['layers']} packed layers)" for w, f in sets)
         ledger.record("file_exact", len(bad),
-                      shown=f"{sum(f['tensors'] for _, f in sets)} tensors read back from the Sherry, 2-bit and BF16 "
-                            f"files of {' and of '.join(w for w, _ in sets)} ({layers}): "
+                      shown=f"{sum(f['tensors'] for _, f in sets)} tensors read back from the files: {files}: "
                             + ("all equal" if not bad else f"{len(bad)} differ: {', '.join(bad[:3])}"))
     else:
         ledger.untested("file_exact", "no model file was written")
