@@ -164,3 +164,66 @@ def test_the_policies_rank_a_moefied_router_by_its_scores_not_its_unit_weights(d
         want = [float(((sh.cumsum(-1) <= p).sum(-1) + 1).clamp(max=6).float().mean()) for sh in share]
         np.testing.assert_allclose(got, want, rtol=1e-6)
     assert run(R.skip(0.9))[0] != [6.0, 6.0]  # it drops something: unit weights would have kept all six
+
+
+# ---- shared experts (issue 40, point 5): n_shared always-on experts beside the routed ones ----------------
+
+def test_with_shared_experts_every_routed_expert_kept_gives_the_dense_logits(dense):
+    ids = _calib(2, 16, seed=5)
+    moe = moefy(dense, 6, _calib(), top_k=6, n_shared=2)  # 64 neurons: 8 clusters of 8, 2 of them shared
+    with torch.no_grad():
+        want, got = dense(ids).logits, moe(ids).logits
+    assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (got - want).abs().max()
+    for layer in moe.model.layers:
+        m = layer.mlp
+        assert m.gate.num_experts == m.experts.num_experts == 6 and m.shared_experts.num_experts == 2
+        assert m.shared_experts.gate_proj.shape == (16, 32)  # two experts of 8 neurons
+    assert native_k(moe) == [6, 6]  # the router and its top-k count routed experts only
+
+
+def test_shared_experts_are_the_highest_mass_clusters_and_stay_on_at_any_k(dense):
+    calib = _calib()
+    seen = {i: [] for i in range(len(dense.model.layers))}  # each MLP's input on the calibration tokens
+    hooks = [layer.mlp.register_forward_pre_hook(lambda mod, args, i=i: seen[i].append(args[0].reshape(-1, 32)))
+             for i, layer in enumerate(dense.model.layers)]
+    with torch.no_grad():
+        dense(input_ids=calib, use_cache=False)
+    for h in hooks:
+        h.remove()
+    plain = moefy(dense, 8, calib, top_k=8)  # the same 8 clusters (same seed), none shared
+    moe = moefy(dense, 6, calib, top_k=1, n_shared=2)
+    x = torch.randn(10, 32, generator=torch.Generator().manual_seed(2))
+    for i, (dl, pl, ml) in enumerate(zip(dense.model.layers, plain.model.layers, moe.model.layers)):
+        d = dl.mlp
+        # each cluster's activation mass over the calibration tokens, from the MLP's inputs as moefy saw them
+        inputs = torch.cat(seen[i])
+        a = (d.act_fn(inputs @ d.gate_proj.weight.T) * (inputs @ d.up_proj.weight.T)).abs().detach()
+        rows = {tuple(r.tolist()): i for i, r in enumerate(d.gate_proj.weight)}
+        cluster_mass = [float(a[:, [rows[tuple(r.tolist())] for r in pl.mlp.experts.gate_proj[e]]].sum())
+                        for e in range(8)]
+        shared_rows = {rows[tuple(r.tolist())] for r in ml.mlp.shared_experts.gate_proj}
+        top2 = sorted(range(8), key=lambda e: -cluster_mass[e])[:2]
+        want = {rows[tuple(r.tolist())] for e in top2 for r in pl.mlp.experts.gate_proj[e]}
+        assert shared_rows == want
+        # at top-1: the shared neurons and the routed expert's neurons, the rest zeroed
+        _, _, idx = ml.mlp.gate(x)
+        got = ml.mlp(x)
+        for t in range(len(x)):
+            keep = shared_rows | {rows[tuple(r.tolist())] for r in ml.mlp.experts.gate_proj[int(idx[t, 0])]}
+            mask = torch.zeros(d.gate_proj.out_features)
+            mask[list(keep)] = 1.0
+            h = d.act_fn(d.gate_proj(x[t])) * d.up_proj(x[t]) * mask
+            assert torch.allclose(got[t], d.down_proj(h), atol=1e-6), t
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(n_experts=6, n_shared=1), r"n_experts \+ n_shared \(6 \+ 1\) must divide"),
+    (dict(n_shared=-1), "n_shared"),
+    (dict(n_shared=1.0), "n_shared"),
+    (dict(n_experts=6, n_shared=2, top_k=7), "top_k"),
+])
+def test_bad_shared_arguments_raise_one_line_naming_them(dense, kwargs, match):
+    args = dict(n_experts=8, calibration=_calib(1, 8), top_k=2) | kwargs
+    with pytest.raises(ValueError, match=match) as e:
+        moefy(dense, **args)
+    assert "\n" not in str(e.value)

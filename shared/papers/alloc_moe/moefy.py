@@ -3,7 +3,8 @@
 :func:`moefy` splits every MLP's intermediate neurons into ``n_experts`` experts of equal size, by
 balanced clustering of the neurons' co-activation on calibration tokens, fits a router per layer
 that scores each expert, and returns a copy of the model whose MLPs keep the router's top-``top_k``
-experts per token and sum their outputs unweighted, as MoEfication does.
+experts per token and sum their outputs unweighted, as MoEfication does; ``n_shared`` of the clusters
+(those of largest activation mass) can instead stay always on, as DeepSeek's shared experts.
 
 A SwiGLU MLP, ``down(act(gate(x)) * up(x))``, is a sum over its intermediate neurons, so a partition
 of the neurons into experts is exact: with every expert kept the converted model computes the dense
@@ -92,19 +93,38 @@ class MoEfiedExperts(nn.Module):
         return out
 
 
-class MoEfiedMLP(nn.Module):
-    """A dense MLP as experts: route, run the kept experts, sum their outputs."""
+class SharedExperts(nn.Module):
+    """The always-on experts of one split MLP, as one SwiGLU MLP over their neurons (DeepSeek's shared experts)."""
 
-    def __init__(self, gate: MoEfiedGate, experts: MoEfiedExperts):
+    def __init__(self, gate_w: torch.Tensor, up_w: torch.Tensor, down_w: torch.Tensor, act_fn, n: int):
+        super().__init__()
+        self.gate_proj = nn.Parameter(gate_w, requires_grad=False)  # (n * m, H)
+        self.up_proj = nn.Parameter(up_w, requires_grad=False)  # (n * m, H)
+        self.down_proj = nn.Parameter(down_w, requires_grad=False)  # (H, n * m)
+        self.act_fn = act_fn
+        self.num_experts = int(n)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.act_fn(x @ self.gate_proj.T) * (x @ self.up_proj.T)) @ self.down_proj.T
+
+
+class MoEfiedMLP(nn.Module):
+    """A dense MLP as experts: route, run the kept experts, sum their outputs (and the shared experts', if any)."""
+
+    def __init__(self, gate: MoEfiedGate, experts: MoEfiedExperts, shared: SharedExperts | None = None):
         super().__init__()
         self.gate = gate
         self.experts = experts
+        self.shared_experts = shared
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         shape = hidden_states.shape
         x = hidden_states.reshape(-1, shape[-1])
         _, weights, indices = self.gate(x)
-        return self.experts(x, indices, weights).reshape(shape)
+        out = self.experts(x, indices, weights)
+        if self.shared_experts is not None:
+            out = out + self.shared_experts(x)
+        return out.reshape(shape)
 
 
 def _mlps(model, layers=None) -> tuple[list[int], list[nn.Module]]:
@@ -217,8 +237,8 @@ def _finite(t: torch.Tensor, layer: int, what: str) -> None:
 
 
 @torch.no_grad()
-def moefy(model, n_experts: int, calibration: torch.Tensor, *, top_k: int, layers=None, batch: int = 8,
-          seed: int = 0, rounds: int = 20, ridge: float = 1e-2):
+def moefy(model, n_experts: int, calibration: torch.Tensor, *, top_k: int, n_shared: int = 0, layers=None,
+          batch: int = 8, seed: int = 0, rounds: int = 20, ridge: float = 1e-2):
     """A copy of ``model`` (a LLaMA-family causal LM with SwiGLU MLPs, e.g. SmolLM2) whose every MLP
     is split into ``n_experts`` experts of equal size by balanced clustering of its neurons'
     co-activation on ``calibration`` (token ids, a LongTensor, 1-D or a 2-D batch), with a linear
@@ -226,8 +246,14 @@ def moefy(model, n_experts: int, calibration: torch.Tensor, *, top_k: int, layer
     experts, summed unweighted. ``model`` itself is left unchanged. ``layers`` (indices of the decoder
     layers to convert, default all of them) converts only those; the others keep their dense MLP.
 
-    ValueError, naming the argument, where ``n_experts`` does not divide an MLP's width, ``top_k`` is
-    outside 1 … ``n_experts``, ``layers`` is empty, repeats a layer or names one the model lacks,
+    ``n_shared`` (default 0): the MLP is split into ``n_experts + n_shared`` clusters of equal size, and the
+    ``n_shared`` clusters with the largest activation mass on the calibration tokens become shared experts,
+    always on beside the routed ones (as DeepSeek-MoE and DeepSeek-V2 keep shared experts in every layer);
+    the router is fitted on the ``n_experts`` routed clusters only. With every routed expert kept, the
+    model still computes the dense one.
+
+    ValueError, naming the argument, where ``n_experts + n_shared`` does not divide an MLP's width, ``n_shared``
+    is not an integer ≥ 0, ``top_k`` is outside 1 … ``n_experts``, ``layers`` is empty, repeats a layer or names one the model lacks,
     ``calibration`` is empty or not token ids of the model's vocabulary, or ``ridge`` times the number
     of calibration tokens overflows; naming the layer, where an MLP's input or activations on the
     calibration tokens are not finite. ``ridge=0`` fits the minimum-norm least-squares router.
@@ -239,10 +265,13 @@ def moefy(model, n_experts: int, calibration: torch.Tensor, *, top_k: int, layer
     which, mlps = _mlps(model, layers)
     widths = {m.gate_proj.out_features for m in mlps}
     n_experts = checks.integer("n_experts", n_experts, 1)
-    bad = sorted(w for w in widths if w % n_experts)
+    n_shared = checks.integer("n_shared", n_shared, 0)
+    clusters = n_experts + n_shared
+    bad = sorted(w for w in widths if w % clusters)
     if bad:
-        raise ValueError(f"n_experts must divide every MLP's width ({', '.join(map(str, sorted(widths)))}), "
-                         f"got {n_experts}")
+        what = "n_experts" if not n_shared else f"n_experts + n_shared ({n_experts} + {n_shared})"
+        raise ValueError(f"{what} must divide every MLP's width ({', '.join(map(str, sorted(widths)))}), "
+                         f"got {clusters}")
     top_k = checks.integer("top_k", top_k, 1, n_experts)
     batch = checks.integer("batch", batch, 1)
     rounds = checks.integer("rounds", rounds, 1)
@@ -268,15 +297,24 @@ def moefy(model, n_experts: int, calibration: torch.Tensor, *, top_k: int, layer
         _finite(x, i, "MLP input")
         a = (mlp.act_fn(x @ g.T) * (x @ u.T)).abs()  # (N, I): each neuron's activation magnitude per token
         _finite(a, i, "MLP activations")
-        labels = balanced_clusters(a.T.numpy(), n_experts, rounds=rounds, seed=seed + i)
-        groups = [np.flatnonzero(labels == e) for e in range(n_experts)]
-        mass = torch.stack([a[:, torch.as_tensor(ix)].sum(1) for ix in groups], dim=1)  # (N, E): the router's target
-        w, b = _ridge(x, mass, alpha)
+        labels = balanced_clusters(a.T.numpy(), clusters, rounds=rounds, seed=seed + i)
+        groups = [np.flatnonzero(labels == e) for e in range(clusters)]
+        mass = torch.stack([a[:, torch.as_tensor(ix)].sum(1) for ix in groups], dim=1)  # (N, E + S)
+        # the shared experts: the clusters of largest total mass (ties: the lower index), in cluster order
+        by_mass = sorted(range(clusters), key=lambda e: (-float(mass[:, e].sum()), e))
+        shared_ids = sorted(by_mass[:n_shared])
+        routed_ids = [e for e in range(clusters) if e not in shared_ids]
+        w, b = _ridge(x, mass[:, routed_ids], alpha)  # the router's target: each routed expert's mass
         dtype, device = mlp.gate_proj.weight.dtype, mlp.gate_proj.weight.device
-        take = [torch.as_tensor(ix, device=device) for ix in groups]
+        take = [torch.as_tensor(groups[e], device=device) for e in routed_ids]
         experts = MoEfiedExperts(torch.stack([mlp.gate_proj.weight[ix] for ix in take]),
                                  torch.stack([mlp.up_proj.weight[ix] for ix in take]),
                                  torch.stack([mlp.down_proj.weight[:, ix] for ix in take]), mlp.act_fn)
+        shared = None
+        if n_shared:
+            ix = torch.as_tensor(np.concatenate([groups[e] for e in shared_ids]), device=device)
+            shared = SharedExperts(mlp.gate_proj.weight[ix], mlp.up_proj.weight[ix], mlp.down_proj.weight[:, ix],
+                                   mlp.act_fn, n_shared)
         layer.mlp = MoEfiedMLP(MoEfiedGate(w.to(dtype=dtype, device=device), b.to(dtype=dtype, device=device), top_k),
-                               experts)
+                               experts, shared)
     return out
