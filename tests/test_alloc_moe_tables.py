@@ -155,3 +155,19 @@ def _chapter_imports(name: str) -> set[str]:
 def test_verdicts_read_spec_and_tables_only_and_tables_never_the_study():
     assert _chapter_imports("verdicts") <= {"spec", "tables"}
     assert not _chapter_imports("tables") & {"study", "bench", "verdicts"}
+
+
+def test_entropy_link_is_the_mean_spearman_over_layers_with_a_bootstrap_interval():
+    from scipy import stats as sps
+
+    rng = np.random.default_rng(3)
+    h = [rng.uniform(0, 2, 300) for _ in range(3)]
+    rows = [{"_entropy": x, "_counts": np.round(x * 2 + rng.normal(0, 0.5, 300))} for x in h]
+    flat = {"_entropy": h[0], "_counts": np.full(300, 2)}  # every token got the same count: left out
+    grid = {"half": 2, "token_alloc": {2: rows + [flat]}}
+    iv = tables.entropy_link(grid, 499)
+    want = np.mean([sps.spearmanr(r["_counts"], r["_entropy"]).statistic for r in rows])
+    assert iv.estimate == pytest.approx(want) and iv.lo < want < iv.hi and iv.lo > 0.5 and iv.n == 300
+    assert "mean of 3 layers" in iv.method
+    assert tables.entropy_link({"half": 2, "token_alloc": {2: [flat]}}, 99) is None
+    assert tables.entropy_link({"half": 2}, 99) is None  # older results: no token-level counts

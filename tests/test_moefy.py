@@ -227,3 +227,22 @@ def test_bad_shared_arguments_raise_one_line_naming_them(dense, kwargs, match):
     with pytest.raises(ValueError, match=match) as e:
         moefy(dense, **args)
     assert "\n" not in str(e.value)
+
+
+def test_alloc_t_on_a_moefied_router_ranks_by_share_so_the_uncertain_token_gets_the_slot():
+    """Issue 40, point 6: the paper's Alloc-T pools gate probabilities (per-token shares), not raw masses.
+    Token 0 is confident with large masses (shares .5/.3/.15/.05); token 1 is uncertain with small ones
+    (.25 each). Two extra slots: by share, one each (0's .30, then 1's .25); by raw mass both went to token 0."""
+    from types import SimpleNamespace
+
+    from acl26.papers.alloc_moe import routing as R
+
+    gate = SimpleNamespace(scores_are_logits=True)
+    logits = torch.tensor([[100.0, 60.0, 30.0, 10.0], [1.0, 1.0, 1.0, 1.0]])
+    indices = torch.tensor([[0, 1, 2, 3], [0, 1, 2, 3]])
+    route_logits, scores = R.route_scores(gate, logits, indices, torch.ones(2, 4))
+    assert torch.allclose(scores, torch.tensor([[0.5, 0.3, 0.15, 0.05], [0.25] * 4]))
+    keep = R.keep_slots(R.alloc_t([2], k_base=1), 0, route_logits, scores, indices, 4)
+    assert keep.sum(dim=1).tolist() == [2, 2]  # was [3, 1]: the uncertain token now gets a second expert
+    # skipping compares each score with the token's top one: unchanged by the division
+    assert R.keep_slots(R.skip(0.5), 0, route_logits, scores, indices, 4).sum(dim=1).tolist() == [2, 4]

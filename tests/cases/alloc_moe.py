@@ -32,6 +32,10 @@ def good():
             # K_base 0, an end of the sweep, is 5% worse than the best K_base 1 (k_base_matters)
             "top1_nll": arm(0.3), "alloc_rand": [2, 2, 3, 3, 4, 4], "nll_rand": nll[(3, "alloc-l")] + 0.05,
             "k_base": {0: arm(0.15 - 0.02 + 0.05), 1: nll[(3, "alloc-t")], 2: arm(0.15 - 0.01), 3: nll[(3, "uniform")]}}
+    # Alloc-T at half budget: each layer's token counts rise with the tokens' routing entropy (t_follows_entropy)
+    grid["token_alloc"] = {3: [{"layer": i, "_entropy": (h := rng.uniform(0.5, 2.0, 200)),
+                                "_counts": np.clip(np.round(h + rng.normal(0, 0.2, 200)), 1, 6).astype(int)}
+                               for i in range(L)]}
     # the profile's calibration segments (16 of 32 tokens): shallow layers lose more per expert dropped,
     # so the half-budget allocation gives them more (shallow_more), on every resample of the segments
     grid["S_parts"], grid["S_weights"] = _parts(rng, [0.3, 0.25, 0.2, 0.1, 0.05, 0.02]), np.full(16, 32.0)
@@ -76,6 +80,9 @@ FAIL = {
     "shallow_more": lambda r: (r["grid"].update(alloc_main=[2, 2, 3, 3, 4, 4], S_parts=r["grid"]["S_parts"][::-1].copy()),
                                [v.update(alloc=[2, 2, 3, 3, 4, 4]) for v in r["seeds"].values()]),
     "calib_robust": lambda r: r["grid"].update(nll_alt=r["grid"]["nll"][(3, "alloc-l")] + 0.05),
+    # the counts fall with entropy: the allocation sends slots to confident tokens
+    "t_follows_entropy": lambda r: [row.update(_counts=row["_counts"].max() + 1 - row["_counts"])
+                                    for row in r["grid"]["token_alloc"][3]],
     "speed_prefill": lambda r: _set(r["speed"]["rows"], dict(phase="prefill"), _ratios=[1.05, 1.1, 1.08]),
     "speed_decode": lambda r: _set(r["speed"]["rows"], dict(phase="decode"), _ratios=[1.1, 1.2, 1.3]),
     "budget_exact": lambda r: r["grid"]["budget"].update({(3, "uniform"): 18.5}),

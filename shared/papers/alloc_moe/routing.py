@@ -324,13 +324,17 @@ def route_scores(gate, logits: torch.Tensor, indices: torch.Tensor,
     experts are summed unweighted, every weight 1) routes by a non-negative score per expert, its
     logit (the expert's predicted activation mass): the scores are those, clamped at 0, and the
     logits their logarithm, so that top-p and the routing entropy read each expert's share of the
-    token's total score rather than a softmax of it. Skipping compares each score with the token's top
-    one, and Alloc-T pools the raw scores across the batch's tokens: a candidate's predicted mass,
-    which is what its unweighted output adds to the token, not its share of the token's total."""
+    token's total score rather than a softmax of it. The slot scores are those shares too: each kept
+    expert's mass over the token's total, the gate probability a softmax router's weights are. Skipping
+    compares each score with the token's top one (unchanged by the division), and Alloc-T pools the
+    shares across the batch's tokens, as the paper ranks candidates by gate probability, so a confident
+    token gives up slots to uncertain ones (issue 40, point 6; before, Alloc-T pooled the raw masses,
+    which sent extra slots to tokens with large activations instead)."""
     if not getattr(gate, "scores_are_logits", False):
         return logits, weights
     mass = logits.float().clamp_min(0.0)
-    return torch.log(mass.clamp_min(1e-30)), mass.gather(-1, indices).to(weights.dtype)
+    share = mass / mass.sum(dim=-1, keepdim=True).clamp_min(1e-30)
+    return torch.log(mass.clamp_min(1e-30)), share.gather(-1, indices).to(weights.dtype)
 
 
 def _wrap(block, layer: int, policy: Policy, counter: Counter | None, original):

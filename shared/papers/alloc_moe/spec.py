@@ -152,6 +152,8 @@ SPEC = ParamSpec(
 
 #: the control every quality claim names: the main subject's experts must matter (see :data:`CLAIMS`)
 QUALITY_CONTROL = "experts_matter"
+#: the control of Alloc-T's claims: its allocation follows routing entropy (issue 40, point 6)
+T_MECHANISM = "t_follows_entropy"
 #: the same control on the second subject, the trained MoE; across_models names both
 SECOND_CONTROL = "experts_matter_trained"
 #: the tolerance of the two "barely matters" claims (k_base_1, calib_robust), and so of their controls
@@ -212,13 +214,22 @@ CLAIMS = [
     C.Claim("l_helps", "Alloc-L alone beats uniform top-k at half budget", "44.61 vs 43.90 (B = 78)", "ablation table",
             C.predicate("ours: perplexity ratio Alloc-L / uniform < 1", lambda v: v < 1.0, boundaries=(1.0,)),
             controls=(QUALITY_CONTROL,)),
+    # Issue 40, point 6 (fixed before the run that decides it): Alloc-T ranks candidates by gate probability, so
+    # that confident tokens give up slots to uncertain ones, and the paper reports allocated counts correlating
+    # > 0.7 with routing entropy (../shared/papers/alloc-moe.md). Where our allocation does not follow entropy,
+    # t_helps and t_tight test something other than the paper's mechanism: the control asks the correlation to
+    # be positive (its interval above 0; the paper's 0.7 is a figure to compare, not a bound for the mechanism).
+    C.Claim(T_MECHANISM, "Alloc-T's mechanism works here: at half budget, tokens with higher routing entropy get more "
+            "experts (mean over MoE layers of the Spearman correlation of a token's allocated count with its routing "
+            "entropy, interval over tokens)", "> 0.7", "§3 (Alloc-T)",
+            C.predicate("ours > 0", lambda v: v > 0.0, boundaries=(0.0,)), kind="control"),
     C.Claim("t_helps", "Alloc-T alone beats uniform top-k at half budget", "45.42 vs 43.90 (B = 78)", "ablation table",
             C.predicate("ours: perplexity ratio Alloc-T / uniform < 1", lambda v: v < 1.0, boundaries=(1.0,)),
-            controls=(QUALITY_CONTROL,)),
+            controls=(QUALITY_CONTROL, T_MECHANISM)),
     C.Claim("t_tight", "Alloc-T helps most at tight budgets", "+1.56 points at B = 52, +0.24 at B = 130",
             "ablation table",
             C.predicate("ours: log-perplexity gain of Alloc-T at the tightest budget minus at the loosest > 0",
-                        lambda v: v > 0, boundaries=(0.0,)), controls=(QUALITY_CONTROL,)),
+                        lambda v: v > 0, boundaries=(0.0,)), controls=(QUALITY_CONTROL, T_MECHANISM)),
     C.Claim("beats_baselines", "At half budget Alloc-MoE beats the budgeted baselines (LExI, top-p, NAEE)",
             "best average on NLU, reasoning and math", "main table",
             C.predicate("ours: perplexity ratio Alloc-L+T / each baseline < 1 (the least favourable shown)",

@@ -140,6 +140,39 @@ def token_entropy(counter) -> list[dict]:
     return rows
 
 
+def entropy_link(grid: dict, n_resamples: int, seed: int = 0):
+    """Alloc-T at half budget: the mean over MoE layers of the Spearman correlation of each token's allocated
+    experts with its routing entropy, and its 95% percentile bootstrap interval over tokens (the same tokens
+    resampled in every layer); layers where every token got the same count are left out. None where no layer
+    varies (or Alloc-T did not run at half budget)."""
+    from scipy import stats as sps
+
+    rows = (grid.get("token_alloc") or {}).get(grid["half"]) or []
+    pairs = [(np.asarray(r["_counts"], float), np.asarray(r["_entropy"], float)) for r in rows]
+    pairs = [(c, h) for c, h in pairs if len(c) > 2 and len(c) == len(h) and np.ptp(c) > 0 and np.ptp(h) > 0]
+    if not pairs:
+        return None
+    n = min(len(c) for c, _ in pairs)
+
+    def spearman(c, h):  # rows of c and h: one Spearman correlation per row (ranks with ties averaged)
+        rc, rh = sps.rankdata(c, axis=-1), sps.rankdata(h, axis=-1)
+        rc, rh = rc - rc.mean(-1, keepdims=True), rh - rh.mean(-1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (rc * rh).sum(-1) / np.sqrt((rc * rc).sum(-1) * (rh * rh).sum(-1))
+
+    est = float(np.mean([spearman(c[:n], h[:n]) for c, h in pairs]))
+    rng = np.random.default_rng(seed)
+    boot = []
+    for start in range(0, n_resamples, 200):  # 200 resamples at a time: memory stays small at any n
+        idx = rng.integers(0, n, (min(200, n_resamples - start), n))
+        boot.append(np.mean([spearman(c[idx], h[idx]) for c, h in pairs], axis=0))
+    boot = np.concatenate(boot) if boot else np.array([])
+    boot = boot[np.isfinite(boot)]
+    lo, hi = np.percentile(boot, [2.5, 97.5]) if len(boot) else (est, est)
+    return stats.Interval(est, float(min(lo, est)), float(max(hi, est)), 0.95,
+                          f"percentile bootstrap over tokens, mean of {len(pairs)} layers", n)
+
+
 def entropy_rows(grid: dict) -> list[dict]:
     """One row per (budget, layer) of Alloc-T: the Spearman correlation of a token's expert count with its
     routing entropy (:func:`token_entropy`), and the mean, least and most experts a token got."""

@@ -13,8 +13,8 @@ import numpy as np
 
 from acl26 import claims as C
 from acl26 import stats
-from acl26.papers.alloc_moe.spec import BARELY
-from acl26.papers.alloc_moe.tables import LABELS, SEGMENT, allocation_bootstrap, ppl
+from acl26.papers.alloc_moe.spec import BARELY, T_MECHANISM
+from acl26.papers.alloc_moe.tables import LABELS, SEGMENT, allocation_bootstrap, entropy_link, ppl
 
 #: the two scopes of the speed study's stacks: the claims are decided on the first
 MOE_ONLY, WITH_REST = "MoE layers only", "MoE + attention projections + head"
@@ -98,6 +98,14 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
                       f"vs {al})",
                 note="Alloc-L alone at half budget, profiled on random token ids (uniform over the vocabulary, seed 0) "
                      "and on the first text")
+
+    # ---- Alloc-T's mechanism (the control of t_helps and t_tight): its allocation follows routing entropy
+    link = entropy_link(g, nr)
+    if link is None:
+        ledger.untested(T_MECHANISM, "no token-level Alloc-T counts at half budget (or every token got the same count)")
+    else:
+        ledger.record(T_MECHANISM, link.estimate, interval=link,
+                      shown=f"{link.estimate:+.3f} at half budget k = {kh} ({link.method}); the paper's > 0.7")
 
     # ---- the paper's quality claims (each names experts_matter)
     def ratio_text(a, b):
