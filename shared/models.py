@@ -106,13 +106,14 @@ def load_local(folder: str | os.PathLike, dtype: torch.dtype = torch.float32):
 
 def dense_config(vocab_size: int, *, hidden: int = 256, layers: int = 6, heads: int = 8, kv_heads: int = 4,
                  intermediate: int = 688, max_positions: int = 512, **overrides):
-    """A small LLaMA-style dense LM (``LlamaConfig``), tied embeddings."""
+    """A small LLaMA-style dense LM (``LlamaConfig``), tied embeddings and RoPE base 10000 unless ``overrides``
+    (any further ``LlamaConfig`` field) say otherwise."""
     from transformers import LlamaConfig
 
     return LlamaConfig(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=intermediate,
                        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
-                       max_position_embeddings=max_positions, tie_word_embeddings=True, rope_theta=10000.0,
-                       **overrides)
+                       max_position_embeddings=max_positions,
+                       **({"tie_word_embeddings": True, "rope_theta": 10000.0} | overrides))
 
 
 def moe_config(vocab_size: int, *, hidden: int = 256, layers: int = 6, heads: int = 8, kv_heads: int = 4,

@@ -215,13 +215,13 @@ def shape_model(shape: str, seed: int = 0):
     vocabulary and tied head) with random weights (transformers' initialisation, seeded), every decoder
     block's linear layers in 3:4 ternary with Arenas' residual at 0: the model whose files the paper's size
     table measures, but for the weights' values, which a file's bytes do not depend on."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
     s = decoder.get_shape(shape, "size_shape")
     models.quiet_transformers()
-    cfg = LlamaConfig(vocab_size=s.vocab, hidden_size=s.hidden, intermediate_size=s.intermediate,
-                      num_hidden_layers=s.layers, num_attention_heads=s.heads, num_key_value_heads=s.kv_heads,
-                      tie_word_embeddings=s.tied, rope_theta=s.rope_theta, max_position_embeddings=2048)
+    cfg = models.dense_config(s.vocab, hidden=s.hidden, layers=s.layers, heads=s.heads, kv_heads=s.kv_heads,
+                              intermediate=s.intermediate, max_positions=2048, tie_word_embeddings=s.tied,
+                              rope_theta=s.rope_theta)
     torch.manual_seed(checks.seed("seed", seed))
     model = sherry.wrap(LlamaForCausalLM(cfg).eval(), "sparse34")
     for _, m in sherry.quantized_layers(model):
