@@ -164,7 +164,9 @@ RANK_RESOLUTION = 0.05
 # Issue 40, point 3 (written before the run that decides it): size and its control size_subject are measured on
 # whole-model files of the paper's 0.7B shape (SIZE_SHAPE) with random 3:4 weights, because the paper's figure
 # is that model's files and a file's bytes do not depend on the training; the test (within 10% of 80.1%) and
-# the control's bound are unchanged. The trained subject's files stay, as the check size_trained.
+# the control's bound are unchanged. The trained subject's files stay, as the check size_trained. Only the
+# wording of size_subject ("the files", not "the subject") and file_exact (which files are read back) changed
+# with it: what they measure moved to the new files, their tests did not.
 CLAIMS = [
     C.Claim("bits", "3:4 ternary packs into 5 bits per 4 weights", "1.25 bits/weight", "§3 (encoding)",
             C.equals(1.25), kind="fact"),
