@@ -109,10 +109,54 @@ def test_monitor_drives_lambda_and_records_trapping(tmp_path, monkeypatch):
     assert max(l for _, l in summary["lambda"]) == pytest.approx(1.0)
     assert set(summary["stuck_share"]) == set(track) and all(0 <= v <= 1 for v in summary["stuck_share"].values())
     assert all(len(summary["effective_rank"][n]) >= 5 for n in track)
+    # dL/dX at the same snapshots: one rank per snapshot, each at most the tokens or features of the input
+    assert [s for s, _ in summary["input_rank"][track[0]]] == [s for s, _ in summary["effective_rank"][track[0]]]
+    assert all(0 < r <= 4 * 16 for n in track for _, r in summary["input_rank"][n])
     again = training.train(cfg, tc, tr, va, name="qat", data_fingerprint="x", progress=False,
                            init=lambda: sherry.wrap(tiny_model(), "sparse34"), key_extra={"v": "arenas"},
                            prepare=lambda m: sherry.wrap(m, "sparse34"))
     assert again.from_cache and isinstance(again.model.model.layers[0].mlp.up_proj, sherry.QuantLinear)
+
+
+def test_arenas_residual_is_zero_outside_training():
+    """The authors' Arenas: eps = 0 when not training, so an evaluation scores the pure ternary model."""
+    model = sherry.wrap(tiny_model(), "sparse34")
+    x = torch.randint(0, 128, (2, 16))
+    model.eval()
+    with torch.no_grad():
+        pure = model(input_ids=x).logits
+    for _, m in sherry.quantized_layers(model):
+        m.lam = 0.7
+    with torch.no_grad():
+        assert torch.equal(model(input_ids=x).logits, pure)  # eval mode: the residual is off
+        model.train()
+        assert not torch.allclose(model(input_ids=x).logits, pure)  # training: Q(W) + 0.7 W
+
+
+def test_monitor_measures_the_input_gradient_through_the_layer_alone():
+    """dL/dX of a tracked layer is the gradient through that layer (dL/dY @ W_eff), not the total gradient of a
+    tensor that other layers read too (q, k and v share their input)."""
+    torch.manual_seed(0)
+    model = sherry.wrap(tiny_model(), "sparse34").train()
+    name = "model.layers.1.self_attn.q_proj"
+    mon = sherry.QATMonitor("sparse34", 4, True, [name], every=1)
+    q = model.get_submodule(name)
+    seen = {}
+
+    def keep(module, grad_input, grad_output):
+        seen["gy"] = grad_output[0].detach().clone()
+
+    hook = q.register_full_backward_hook(keep)
+    x = torch.randint(0, 128, (2, 16))
+    mon.before_step(2, model)  # lambda > 0 at step 2 of 4
+    assert q.lam > 0
+    model(input_ids=x, labels=x).loss.backward()
+    hook.remove()
+    expect = seen["gy"].reshape(-1, q.out_features) @ q.effective_weight().detach()
+    assert torch.allclose(mon._x_grads[name], expect, atol=1e-5)
+    mon.on_grads(2, model)
+    assert mon.input_ranks[name][0][1] == pytest.approx(sherry.effective_rank(expect), rel=1e-4)
+    assert not mon._handles and not q._backward_hooks  # the hooks last one step
 
 
 def test_packed_model_computes_the_fake_quantized_logits():

@@ -9,12 +9,15 @@ The packed formats and kernels are :mod:`acl26.kernels.ternary`; this module is 
   scale per tensor, or, with ``per_row=True`` (mode ``"absmean_row"``), one per output row, the
   granularity of 3:4's scale;
 * :class:`QuantLinear` -- a ``Linear`` whose forward uses the quantized weight with a
-  straight-through estimator, plus the **Arenas** residual ``lambda_t * W``:
-  ``y = x [Q(W) + lambda_t W]^T``;
+  straight-through estimator, plus the **Arenas** residual ``lambda_t * W`` while training:
+  ``y = x [Q(W) + lambda_t W]^T`` (in eval mode the residual is 0, as in the authors' ``Arenas``:
+  ``eps = 0`` when not training, so every evaluation scores the pure ternary model);
 * :func:`arenas_lambda` -- lambda_t: linear warm-up to 1 over the first 10% of steps, then cosine
   decay to 0, so the model at the end of training is purely ternary;
-* :class:`QATMonitor` -- drives lambda_t and records the evidence of *weight trapping*: the share of
-  weights that never change their ternary state, and the effective rank of the gradients;
+* :class:`QATMonitor` -- drives lambda_t and records the evidence of *weight trapping*: the effective
+  rank of each tracked layer's input gradient dL/dX (tokens x features, the quantity the paper's §3
+  says Arenas keeps from collapsing), the effective rank of its weight gradient dL/dW, and the share
+  of weights that never change their ternary state;
 * :func:`to_packed` -- replace the quantized layers by :class:`PackedLinear`, which runs the packed
   1.25-bit GEMM kernel, to check that the deployed model computes what the fake-quantized one did.
 
@@ -123,7 +126,8 @@ class QuantLinear(nn.Linear):
             return w
         q = quantize(w, self.mode)
         w_q = w + (q - w).detach()  # straight-through estimator
-        return w_q + self.lam * w if self.lam else w_q
+        lam = self.lam if self.training else 0.0  # the authors' Arenas: eps = 0 when not training
+        return w_q + lam * w if lam else w_q
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(x, self.effective_weight(), self.bias)
@@ -184,13 +188,17 @@ def ternary_state(w: torch.Tensor, mode: str) -> torch.Tensor:
 
 
 class QATMonitor(training.Monitor):
-    """Sets the Arenas lambda each step; records weight trapping and gradient effective rank.
+    """Sets the Arenas lambda each step; records weight trapping and the gradients' effective rank.
 
-    Every ``every`` steps it snapshots the ternary states of the ``track`` layers and counts, per
-    weight, how often its state changed since the previous snapshot; at the end, the *stuck share*
-    is the fraction of weights whose state never changed after the first ``skip_frac`` of
+    Every ``every`` steps (and at the last step) it snapshots the ternary states of the ``track`` layers
+    and counts, per weight, how often its state changed since the previous snapshot; at the end, the
+    *stuck share* is the fraction of weights whose state never changed after the first ``skip_frac`` of
     training, and ``flip_rate`` the share that changed between consecutive snapshots (trapping over
-    training: a falling rate is weights settling into one state). The effective rank of each tracked layer's gradient is measured at the same steps.
+    training: a falling rate is weights settling into one state). At the same steps it measures the
+    effective rank of each tracked layer's input gradient dL/dX (``input_rank``: a backward hook on
+    the layer, the gradient through that layer alone, reshaped tokens x features; the paper's measure of
+    trapping) and of its weight gradient dL/dW (``effective_rank``, shown beside it: Arenas scales a
+    layer's own dL/dW by (1 + lambda) and so leaves its rank unchanged).
     """
 
     def __init__(self, mode: str, total_steps: int, arenas: bool, track: list[str], every: int = 10,
@@ -203,6 +211,10 @@ class QATMonitor(training.Monitor):
         self.flips: dict[str, torch.Tensor] = {}
         self.last: dict[str, torch.Tensor] = {}
         self.ranks: dict[str, list[tuple[int, float]]] = {n: [] for n in self.track}
+        #: per tracked layer, (step, effective rank of dL/dX through that layer)
+        self.input_ranks: dict[str, list[tuple[int, float]]] = {n: [] for n in self.track}
+        self._x_grads: dict[str, torch.Tensor] = {}
+        self._handles: list = []
         self.lams: list[tuple[int, float]] = []
         #: per tracked layer, (step, share of weights whose state changed since the last snapshot)
         self.rates: dict[str, list[tuple[int, float]]] = {n: [] for n in self.track}
@@ -214,13 +226,42 @@ class QATMonitor(training.Monitor):
                 m.lam = lam
         if step % self.every == 0:
             self.lams.append((step, lam))
+        if self._snapshot(step):
+            self._hook_inputs(model)
+
+    def _snapshot(self, step: int) -> bool:
+        return step % self.every == 0 or step == self.total - 1
+
+    def _hook_inputs(self, model) -> None:
+        """Backward hooks on the tracked layers for this step: each keeps the gradient of the loss with
+        respect to its layer's input, through that layer alone (``grad_input``), as tokens x features."""
+        self._drop_hooks()
+        mods = dict(model.named_modules())
+
+        def keep(name):
+            def hook(module, grad_input, grad_output):
+                g = grad_input[0]
+                if g is not None:
+                    self._x_grads[name] = g.detach().reshape(-1, g.shape[-1]).float()
+            return hook
+
+        self._handles = [mods[n].register_full_backward_hook(keep(n)) for n in self.track]
+
+    def _drop_hooks(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles, self._x_grads = [], {}
 
     def on_grads(self, step, model):
-        if step % self.every and step != self.total - 1:
+        if not self._snapshot(step):
             return
+        x_grads = self._x_grads
+        self._drop_hooks()
         mods = dict(model.named_modules())
         for name in self.track:
             m = mods[name]
+            if name in x_grads:
+                self.input_ranks[name].append((step, effective_rank(x_grads[name])))
             if m.weight.grad is not None:
                 self.ranks[name].append((step, effective_rank(m.weight.grad)))
             if self.mode == "fp":
@@ -234,7 +275,8 @@ class QATMonitor(training.Monitor):
                 self.last[name] = state
 
     def state_dict(self):
-        return {"flips": self.flips, "last": self.last, "ranks": self.ranks, "lams": self.lams, "rates": self.rates}
+        return {"flips": self.flips, "last": self.last, "ranks": self.ranks, "lams": self.lams, "rates": self.rates,
+                "input_ranks": self.input_ranks}
 
     def load_state_dict(self, state):
         self.flips = state.get("flips", {})
@@ -242,10 +284,11 @@ class QATMonitor(training.Monitor):
         self.ranks = state.get("ranks", {n: [] for n in self.track})
         self.lams = state.get("lams", [])
         self.rates = state.get("rates", {n: [] for n in self.track})
+        self.input_ranks = state.get("input_ranks", {n: [] for n in self.track})
 
     def summary(self):
-        out = {"lambda": self.lams, "effective_rank": self.ranks, "stuck_share": {}, "mean_flips": {},
-               "flip_rate": self.rates}
+        out = {"lambda": self.lams, "effective_rank": self.ranks, "input_rank": self.input_ranks, "stuck_share": {},
+               "mean_flips": {}, "flip_rate": self.rates}
         for name, f in self.flips.items():
             out["stuck_share"][name] = float((f == 0).float().mean())
             out["mean_flips"][name] = float(f.float().mean())
