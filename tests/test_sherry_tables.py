@@ -25,7 +25,7 @@ def results():
     return {"qat_runs": runs,
             "qat_seeds": {"sparse34": {0: 20.0, 1: 30.0}, "sparse34+arenas": {0: 16.0, 1: 25.0}},
             "trapping": [{"variant": "sparse34", "seed": s, "layer": "1.mlp.up_proj", "stuck share": x,
-                          "mean state changes": 2 * x, "grad effective rank (mean)": 10 * x}
+                          "mean state changes": 2 * x, tables.INPUT_RANK: 10 * x, tables.WEIGHT_RANK: 5 * x}
                          for s, x in ((0, 0.2), (1, 0.4))],
             "model_file": {"variant": "sparse34", "layers": 7, "weights": 1000,
                            "bytes": {"sherry": 300, "i2": 400}, "layer_bytes": {"sherry": 150, "i2": 240},
@@ -55,6 +55,7 @@ def test_curves_of_one_seed(results):
     assert tables.arenas_lambda({"qat_runs": results["qat_runs"][:1]}, 0) is None
     ranks = tables.rank_curves(results, 0)
     assert {r["layer"] for r in ranks} == {"1.mlp.up_proj"} and len(ranks) == 4
+    assert {r["gradient"] for r in ranks} == {"dL/dW"}  # these runs recorded no input gradients
     assert tables.rank_curves(results, 1) == []
     assert tables.flip_rows(results) == [{"variant": "sparse34", "seed": 0, "layer": "1.mlp.up_proj", "step": 2,
                                           "changed share": 0.1}]
@@ -64,7 +65,7 @@ def test_trapping_summary_is_mean_min_max_over_seeds(results):
     summary = tables.trapping_summary(results)
     row = summary.loc[("sparse34", "1.mlp.up_proj")]
     assert row[("stuck share", "mean")] == pytest.approx(0.3)
-    assert row[("grad effective rank (mean)", "min")] == pytest.approx(2.0)
+    assert row[(tables.INPUT_RANK, "min")] == pytest.approx(2.0)
     assert row[("mean state changes", "max")] == pytest.approx(0.8)
     assert len(tables.trapping_summary({"trapping": []})) == 0
 
@@ -105,14 +106,37 @@ def test_decoded_shapes_fragment(results):
 
 
 def test_what_the_study_files_of_each_run():
-    log = {"monitor": {"stuck_share": {"model.layers.2.self_attn.q_proj": 0.5},
-                       "mean_flips": {"model.layers.2.self_attn.q_proj": 3.0},
-                       "effective_rank": {"model.layers.2.self_attn.q_proj": [[0, 2.0], [4, 4.0]],
-                                          "model.layers.2.mlp.up_proj": [[0, 1.0]]}},
+    q, up = "model.layers.2.self_attn.q_proj", "model.layers.2.mlp.up_proj"
+    log = {"monitor": {"stuck_share": {q: 0.5}, "mean_flips": {q: 3.0},
+                       "effective_rank": {q: [[0, 2.0], [4, 4.0]], up: [[0, 1.0]]},
+                       "input_rank": {q: [[0, 6.0], [4, 8.0]], up: [[0, 5.0]]}},
            "final": {"val_block_losses": (1.0, 2.0)}}
     run = SimpleNamespace(log=log)
-    assert tables.trapping_rows(run, "sparse34", 7) == [
-        {"variant": "sparse34", "seed": 7, "layer": "2.self_attn.q_proj", "stuck share": 0.5,
-         "mean state changes": 3.0, "grad effective rank (mean)": 3.0}]
+    rows = tables.trapping_rows(run, "sparse34", 7)
+    assert rows[0] == {"variant": "sparse34", "seed": 7, "layer": "2.self_attn.q_proj", "stuck share": 0.5,
+                       "mean state changes": 3.0, tables.INPUT_RANK: 7.0, tables.WEIGHT_RANK: 3.0}
+    # a layer with ranks but no ternary statistics (full precision has no ternary state): NaN, not left out
+    assert rows[1]["layer"] == "2.mlp.up_proj" and rows[1][tables.INPUT_RANK] == 5.0
+    assert math.isnan(rows[1]["stuck share"]) and math.isnan(rows[1]["mean state changes"])
     assert tables.block_nll({"sparse34": run}) == {"sparse34": [1.0, 2.0]}
-    assert tables.rank_snapshots({"sparse34": run}) == {"sparse34": [1.0, 2.0, 4.0]}  # layers sorted by name
+    assert tables.rank_snapshots({"sparse34": run}) == {"sparse34": [5.0, 6.0, 8.0]}  # dL/dX, layers sorted by name
+    assert tables.rank_snapshots({"sparse34": run}, "effective_rank") == {"sparse34": [1.0, 2.0, 4.0]}
+
+
+def _arenas_run(seed, eval_step, val_loss, steps=240):
+    return {"variant": "sparse34+arenas", "seed": seed, "steps": steps,
+            "history": {"eval_step": list(eval_step), "val_loss": list(val_loss)}}
+
+
+def test_arenas_settle_reads_the_last_two_evaluations_and_lambda_at_them():
+    runs = [_arenas_run(0, [192, 216, 240], [3.0, math.log(20.0), math.log(19.0)]),
+            _arenas_run(1, [24, 48], [3.0, 2.9]),  # still inside the residual: lambda high at step 47
+            {"variant": "sparse34", "seed": 0, "steps": 240, "history": {"eval_step": [216, 240], "val_loss": [1, 2]}},
+            _arenas_run(2, [240], [3.0])]  # one evaluation: nothing to compare
+    rows = tables.arenas_settle({"qat_runs": runs})
+    assert [r["seed"] for r in rows] == [0, 1]
+    assert rows[0]["relative change"] == pytest.approx(-0.05) and rows[0]["faded"]
+    assert rows[0]["steps"] == "216, 240" and rows[0]["ppl last"] == pytest.approx(19.0)
+    lam = [float(x) for x in rows[0]["lambda"].split(", ")]
+    assert lam[1] == pytest.approx(0.0, abs=1e-3) and 0 < lam[0] < 0.1
+    assert not rows[1]["faded"]

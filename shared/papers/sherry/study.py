@@ -22,7 +22,8 @@ import torch
 from acl26 import assets, checks, corpus, evaluation, models, training
 from acl26.papers.sherry import decoder, llamacpp, modelfile, speed, tables
 from acl26.papers.sherry import qat as sherry
-from acl26.papers.sherry.spec import CLAIMS, GEMV_SHAPES, MODEL_GEMV_SHAPE, SPEC, VARIANTS  # noqa: F401  (study.SPEC, study.CLAIMS)
+from acl26.papers.sherry.spec import (CLAIMS, GEMV_SHAPES, MODEL_GEMV_SHAPE, QAT_EVALS, QAT_LR_WARMUP, SPEC,  # noqa: F401
+                                      VARIANTS)  # (study.SPEC, study.CLAIMS)
 
 
 # --------------------------------------------------------------------------------------------
@@ -143,9 +144,10 @@ def qat(params: dict, variant: str, *, seed: int | None = None, progress: bool =
     probe, tok, _ = subject(params)
     start_model(params, mode, probe)
     train_blocks, test, corp = texts(params, tok)
+    # the authors' schedule (spec.QAT_STEPS): a short warm-up, then a constant learning rate (min_lr_frac = 1)
     tc = training.TrainConfig(steps=params["qat_steps"], batch_size=params["qat_batch"], lr=params["qat_lr"],
-                              warmup_frac=0.05, weight_decay=0.0, seed=seed + 1,
-                              eval_every=max(1, params["qat_steps"] // 5), eval_blocks=min(4, params["eval_blocks"]),
+                              warmup_frac=QAT_LR_WARMUP, min_lr_frac=1.0, weight_decay=0.0, seed=seed + 1,
+                              eval_every=max(1, params["qat_steps"] // QAT_EVALS), eval_blocks=min(4, params["eval_blocks"]),
                               checkpoint_every=max(1, params["qat_steps"] // 4), bf16=True)
     monitor = sherry.QATMonitor(mode, params["qat_steps"], arenas, _track(probe, params["qat_blocks"]),
                                 every=params["track_every"])
@@ -155,7 +157,7 @@ def qat(params: dict, variant: str, *, seed: int | None = None, progress: bool =
                             init=lambda: start_model(params, mode), progress=progress, monitor=monitor,
                             key_extra={"subject": subject_key(params), "variant": variant, "mode": mode,
                                        "blocks": sorted(params["qat_blocks"]), "block_size": params["block_size"],
-                                       "track_every": params["track_every"]},
+                                       "track_every": params["track_every"], "monitor": 2},
                             save="trainable", val_per_block=True)
     for _, m in sherry.quantized_layers(result.model):  # inference: pure ternary
         if isinstance(m, sherry.QuantLinear):
@@ -254,7 +256,7 @@ def run_experiments(params: dict, progress: bool = True) -> dict:
     ``speed`` (:func:`.speed.speed_table`), ``ptq`` (:func:`ptq_smollm2`), ``qat_ppl`` (the first
     seed's validation perplexity per variant), ``qat_seeds`` (``{variant: {seed: perplexity}}``),
     ``qat_block_nll`` (the first seed's per-block NLLs, :func:`.tables.block_nll`), ``rank_snapshots``
-    (the first seed's gradient ranks, :func:`.tables.rank_snapshots`), ``trapping``
+    (the first seed's input-gradient ranks, :func:`.tables.rank_snapshots`), ``trapping``
     (:func:`.tables.trapping_rows` of every run), ``packed`` (:func:`packed_perplexity` of the 3:4 model, or
     None), ``model_file`` (:func:`model_files` of the same model, or None), ``paper_file`` (:func:`shape_files`
     of ``size_shape``: what decides the size claim); and, for the plots only,
@@ -291,7 +293,9 @@ def run_experiments(params: dict, progress: bool = True) -> dict:
             log = result.log
             qat_runs.append({"variant": variant, "seed": seed, "val_ppl": result.val_ppl, "seconds": log["seconds"],
                              "from_cache": result.from_cache, "history": log["history"],
-                             "monitor": {k: log["monitor"].get(k, {}) for k in ("lambda", "effective_rank", "flip_rate")}})
+                             "steps": params["qat_steps"],
+                             "monitor": {k: log["monitor"].get(k, {}) for k in ("lambda", "effective_rank", "input_rank",
+                                                                                "flip_rate")}})
     res["qat_ppl"] = {v: r.val_ppl for v, r in runs.items()}
     res["qat_seeds"] = {v: {r["seed"]: r["val_ppl"] for r in qat_runs if r["variant"] == v} for v in params["variants"]}
     res["qat_block_nll"] = tables.block_nll(runs)

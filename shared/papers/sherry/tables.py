@@ -16,11 +16,16 @@ import pandas as pd
 from acl26 import stats
 from acl26.papers.sherry.decoder import FUSED
 from acl26.papers.sherry.paper import PAPER_LABELS, paper_table, ratio_or_none
-from acl26.papers.sherry.spec import VARIANTS
+from acl26.papers.sherry.qat import arenas_lambda as lambda_at
+from acl26.papers.sherry.spec import ARENAS_FADED, VARIANTS
 from acl26.papers.sherry.speed import SpeedFormat
 
+#: the trapping statistic the claims are decided on: the effective rank of the layer's input gradient dL/dX
+INPUT_RANK = "dL/dX effective rank (mean)"
+#: the same of the weight gradient dL/dW, shown beside it
+WEIGHT_RANK = "dL/dW effective rank (mean)"
 #: the trapping statistics of one tracked layer (:func:`trapping_rows`)
-TRAPPING_STATS = ("grad effective rank (mean)", "stuck share", "mean state changes")
+TRAPPING_STATS = (INPUT_RANK, WEIGHT_RANK, "stuck share", "mean state changes")
 
 
 def _layer(name: str) -> str:
@@ -34,15 +39,19 @@ def _layer(name: str) -> str:
 
 def trapping_rows(result, variant: str, seed: int) -> list[dict]:
     """Per tracked layer of one QAT run (``result``: a :class:`acl26.training.TrainResult` whose log
-    holds the monitor's records): the stuck share, mean state changes and mean gradient effective rank."""
+    holds the monitor's records): the mean effective rank of its input gradient dL/dX and of its weight
+    gradient dL/dW over the snapshots, the stuck share and mean state changes (NaN where not recorded:
+    full precision has no ternary state)."""
     mon = result.log["monitor"]
-    rows = []
-    for layer, share in mon.get("stuck_share", {}).items():
-        ranks = [r for _, r in mon["effective_rank"].get(layer, [])]
-        rows.append({"variant": variant, "seed": seed, "layer": _layer(layer), "stuck share": share,
-                     "mean state changes": mon["mean_flips"][layer],
-                     "grad effective rank (mean)": float(np.mean(ranks)) if ranks else float("nan")})
-    return rows
+
+    def mean(pts):
+        return float(np.mean([r for _, r in pts])) if pts else float("nan")
+
+    layers = list(dict.fromkeys([*mon.get("input_rank", {}), *mon.get("effective_rank", {})]))
+    return [{"variant": variant, "seed": seed, "layer": _layer(layer),
+             INPUT_RANK: mean(mon.get("input_rank", {}).get(layer)), WEIGHT_RANK: mean(mon["effective_rank"].get(layer)),
+             "stuck share": mon.get("stuck_share", {}).get(layer, float("nan")),
+             "mean state changes": mon.get("mean_flips", {}).get(layer, float("nan"))} for layer in layers]
 
 
 def block_nll(runs: dict) -> dict[str, list[float]]:
@@ -52,12 +61,12 @@ def block_nll(runs: dict) -> dict[str, list[float]]:
     return {v: list(res.log["final"]["val_block_losses"]) for v, res in runs.items()}
 
 
-def rank_snapshots(runs: dict) -> dict[str, list[float]]:
-    """Per variant of ``runs`` (``{variant: training result}``, one seed), its gradients' effective ranks
-    layer by layer and step by step: the same snapshots in every variant, for the paired bootstrap of
-    the trapping claims."""
+def rank_snapshots(runs: dict, key: str = "input_rank") -> dict[str, list[float]]:
+    """Per variant of ``runs`` (``{variant: training result}``, one seed), its input gradients' effective
+    ranks (``key="effective_rank"``: the weight gradients') layer by layer and step by step: the same
+    snapshots in every variant, for the paired bootstrap of the trapping claims."""
     return {v: [r for layer in sorted(ranks) for _, r in ranks[layer]]
-            for v, r_ in runs.items() for ranks in [r_.log["monitor"].get("effective_rank", {})]}
+            for v, r_ in runs.items() for ranks in [r_.log["monitor"].get(key, {})]}
 
 
 # --------------------------------------------------------------------------------------------
@@ -132,11 +141,33 @@ def trapping_summary(results: dict) -> pd.DataFrame:
 
 
 def rank_curves(results: dict, seed) -> list[dict]:
-    """The gradients' effective rank over training per variant and tracked layer, in the runs with ``seed``."""
+    """The gradients' effective rank over training per variant, tracked layer and gradient (``"dL/dX"``, the
+    layer's input gradient; ``"dL/dW"``, its weight gradient), in the runs with ``seed``."""
     rows = []
     for v, r in _runs_of(results, seed).items():
-        for layer, pts in r["monitor"]["effective_rank"].items():
-            rows += [{"variant": v, "layer": _layer(layer), "step": s, "effective rank": x} for s, x in pts]
+        for key, grad in (("input_rank", "dL/dX"), ("effective_rank", "dL/dW")):
+            for layer, pts in r["monitor"].get(key, {}).items():
+                rows += [{"variant": v, "layer": _layer(layer), "gradient": grad, "step": s, "effective rank": x}
+                         for s, x in pts]
+    return rows
+
+
+def arenas_settle(results: dict) -> list[dict]:
+    """Per seed, the Arenas run's last two evaluations during training (``results["qat_runs"]``): their steps,
+    Arenas' lambda at the step before each (the training step that led to it; :func:`.qat.arenas_lambda`),
+    their held-out perplexities (pure ternary: lambda is 0 in evaluation), the relative change between them,
+    and whether both lie where lambda < :data:`.spec.ARENAS_FADED`. Empty where the variant was not trained
+    or ran fewer than two evaluations."""
+    rows = []
+    for r in results["qat_runs"]:
+        h = r["history"]
+        if r["variant"] != "sparse34+arenas" or len(h["eval_step"]) < 2:
+            continue
+        (s0, s1), (l0, l1) = h["eval_step"][-2:], h["val_loss"][-2:]
+        lam0, lam1 = (lambda_at(s - 1, r["steps"]) for s in (s0, s1))
+        rows.append({"seed": r["seed"], "steps": f"{s0}, {s1}", "lambda": f"{lam0:.3f}, {lam1:.3f}",
+                     "ppl before": float(np.exp(l0)), "ppl last": float(np.exp(l1)),
+                     "relative change": float(np.expm1(l1 - l0)), "faded": max(lam0, lam1) < ARENAS_FADED})
     return rows
 
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from acl26 import claims as C
-from acl26.papers.sherry.spec import CLAIMS, PAPER_MB, PAPER_SIZE_RATIO, PAPER_SIZE_SHARE  # noqa: F401
+from acl26.papers.sherry import tables
+from acl26.papers.sherry.spec import (ARENAS_FADED, CLAIMS, PAPER_MB, PAPER_SIZE_RATIO, PAPER_SIZE_SHARE,  # noqa: F401
+                                      PPL_RESOLUTION, RANK_RESOLUTION)
 
 
 def _ratio_inputs(results: dict, a: str, b: str) -> dict | None:
@@ -25,25 +27,25 @@ def _ratio_inputs(results: dict, a: str, b: str) -> dict | None:
                 statistic="ppl_ratio")
 
 
-RANK = "grad effective rank (mean)"
+RANK = tables.INPUT_RANK
 
 
-def _rank_ratio_inputs(results: dict, a: str, b: str) -> dict | None:
-    """The inputs of ``record_noisy`` for the ratio of the gradients' effective rank, variant ``a`` over
-    ``b`` (each the mean over the tracked layers and the snapshots of training): per seed where two or
-    more seeds have both (seeds paired), else a paired bootstrap over the first seed's snapshots
-    (``rank_snapshots``: the same layers at the same steps in every variant), and the ratio of the means
-    over everything; None where either variant has no finite rank."""
+def _rank_ratio_inputs(results: dict, a: str, b: str, key: str = RANK) -> dict | None:
+    """The inputs of ``record_noisy`` for the ratio of a gradient effective rank (``key``: dL/dX's, or
+    :data:`.tables.WEIGHT_RANK`), variant ``a`` over ``b`` (each the mean over the tracked layers and the
+    snapshots of training): per seed where two or more seeds have both (seeds paired), else a paired
+    bootstrap over the first seed's snapshots (``rank_snapshots``, dL/dX's: the same layers at the same steps
+    in every variant), and the ratio of the means over everything; None where either variant has no finite rank."""
     acc: dict = {}
     for row in results.get("trapping") or []:
-        if np.isfinite(row[RANK]):
-            acc.setdefault((row["variant"], row.get("seed")), []).append(row[RANK])
+        if np.isfinite(row.get(key, np.nan)):
+            acc.setdefault((row["variant"], row.get("seed")), []).append(row[key])
     per = {k: float(np.mean(v)) for k, v in acc.items()}
     if not {a, b} <= {v for v, _ in per}:
         return None
     seeds = sorted(({s for v, s in per if v == a} & {s for v, s in per if v == b}) - {None}, key=str)
-    mean = _variant_means(results, RANK)
-    snaps = results.get("rank_snapshots") or {}
+    mean = _variant_means(results, key)
+    snaps = (results.get("rank_snapshots") or {}) if key == RANK else {}
     paired = None
     if a in snaps and b in snaps and len(snaps[a]) == len(snaps[b]) >= 2:
         paired = (snaps[a], snaps[b])
@@ -55,7 +57,7 @@ def _variant_means(results: dict, key: str) -> dict[str, float]:
     """The mean of a trapping statistic per variant, over its tracked layers and seeds (NaN left out)."""
     acc: dict = {}
     for row in results.get("trapping") or []:
-        if np.isfinite(row[key]):
+        if np.isfinite(row.get(key, np.nan)):
             acc.setdefault(row["variant"], []).append(row[key])
     return {v: float(np.mean(x)) for v, x in acc.items()}
 
@@ -68,24 +70,38 @@ def _noisy(inputs: dict):
                        unit=inputs.get("unit", "blocks"))
 
 
-def _record(ledger: C.Ledger, cid: str, inputs: dict, shown: str, note: str = "") -> None:
-    ledger.record_noisy(cid, per_seed=inputs["per_seed"], paired=inputs["paired"], point=inputs["point"],
-                        statistic=inputs["statistic"], shown=shown, note=note, unit=inputs.get("unit", "blocks"))
-
-
-def _resolution(ledger: C.Ledger, cid: str, measured: dict, missing: str) -> None:
-    """Record the control ``cid`` on the widest half-width among the intervals in ``measured``
-    (``{claim id: (value, interval, how)}``); untested, saying why, where one has no interval (its
-    resolution is unknown) or nothing was measured."""
-    widths = {k: (iv.hi - iv.lo) / 2 for k, (_, iv, _) in measured.items() if iv is not None}
-    if not measured or len(widths) < len(measured):
-        why = "; ".join(f"{k}: {how}" for k, (_, iv, how) in measured.items() if iv is None) or missing
-        ledger.untested(cid, f"no interval to measure the resolution on ({why})")
+def _record(ledger: C.Ledger, cid: str, inputs: dict, shown: str, note: str = "", needs: float | None = None) -> None:
+    """Decide ``cid`` on its interval; with ``needs`` (a claim's resolution), a claim measured on one run with no
+    per-seed, per-block or per-snapshot figures has no interval and is not testable here (a point decides
+    nothing noisy)."""
+    if needs is not None and inputs["per_seed"] is None and inputs["paired"] is None:
+        ledger.not_testable(cid, f"one seed and no per-{inputs.get('unit', 'blocks').rstrip('s')} figures: no interval, "
+                            "and a single run cannot decide a noisy ratio", shown=shown)
         return
-    widest = max(widths, key=widths.get)
-    ledger.record(cid, widths[widest], shown=f"±{widths[widest]:.3g} ({widest}); "
-                  + ", ".join(f"{k} ±{w:.3g}" for k, w in widths.items()),
-                  note="; ".join(f"{k}: {measured[k][2]}" for k in widths))
+    ledger.record_noisy(cid, per_seed=inputs["per_seed"], paired=inputs["paired"], point=inputs["point"],
+                        statistic=inputs["statistic"], shown=shown, note=note, unit=inputs.get("unit", "blocks"),
+                        needs=needs)
+
+
+def _settled(ledger: C.Ledger, results: dict) -> None:
+    """``arenas_settled`` on :func:`.tables.arenas_settle`: the largest |relative change| of the Arenas run's
+    perplexity over its last two evaluations, over the seeds; untested where a run has fewer than two
+    evaluations or where they do not both lie where lambda < :data:`ARENAS_FADED` (the residual had not faded)."""
+    rows = tables.arenas_settle(results)
+    if not rows:
+        ledger.untested("arenas_settled", "no Arenas run with two evaluations during training")
+        return
+    early = [r for r in rows if not r["faded"]]
+    if early:
+        ledger.untested("arenas_settled", f"the last two evaluations are not both past the residual (λ < {ARENAS_FADED:g}): "
+                        + "; ".join(f"seed {r['seed']}: steps {r['steps']}, λ {r['lambda']}" for r in early))
+        return
+    worst = max(rows, key=lambda r: abs(r["relative change"]))
+    ledger.record("arenas_settled", abs(worst["relative change"]),
+                  shown=f"largest change {worst['relative change']:+.2%} (seed {worst['seed']}: ppl {worst['ppl before']:.2f} → "
+                        f"{worst['ppl last']:.2f} at steps {worst['steps']}, λ {worst['lambda']}); "
+                        + ", ".join(f"seed {r['seed']} {r['relative change']:+.2%}" for r in rows),
+                  note="evaluations during training, on the first 4 held-out blocks, Arenas' residual at 0")
 
 
 def record_claims(ledger: C.Ledger, results: dict) -> None:
@@ -109,11 +125,11 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
     * The accuracy rows by the one rule for noisy figures (:meth:`acl26.claims.Ledger.record_noisy`:
       the t-interval over seeds of the seed-paired ratio or difference with two or more seeds, else a
       paired bootstrap over the first seed's validation blocks, else a point). Controls first:
-      ``qat_separates`` (absmean ternary over full precision > 1), ``ppl_resolves`` (the widest
-      half-width of the ratios arenas_gain and matches_158 are decided on < :data:`PPL_RESOLUTION`)
-      and ``trap_resolves`` (the same of the gradient effective-rank ratios trapping and arenas_frees
-      are decided on < :data:`RANK_RESOLUTION`); a claim whose controls do not all hold is not testable
-      here. The stuck-weight shares are shown beside the rank ratios.
+      ``qat_separates`` (absmean ternary over full precision > 1) and ``arenas_settled``
+      (:func:`_settled`); a claim whose controls do not all hold is not testable here. Each claim needs
+      its own resolution (``needs``: :data:`PPL_RESOLUTION` of the perplexity ratios, :data:`RANK_RESOLUTION`
+      of the rank ratios), which only explains an inconclusive interval. ``trapping`` and ``arenas_frees``
+      are decided on the effective rank of dL/dX; dL/dW's ratio and the stuck-weight shares are shown beside.
     * ``packed_exact`` (a check): the packed model's perplexity against the fake-quantized one's.
     """
     from acl26 import stats
@@ -264,35 +280,33 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
     else:
         ledger.untested("qat_separates", "the full-precision and absmean variants are both needed")
 
+    _settled(ledger, results)
     pairs = {"arenas_gain": ("sparse34+arenas", "sparse34"), "matches_158": ("sparse34+arenas", "absmean")}
-    ratio_in = {cid: _ratio_inputs(results, a, b) for cid, (a, b) in pairs.items()}
-    _resolution(ledger, "ppl_resolves", {cid: _noisy(x) for cid, x in ratio_in.items() if x},
-                "the 3:4 variants and absmean were not all trained")
     for cid, (a, b) in pairs.items():
-        if ratio_in[cid]:
-            _record(ledger, cid, ratio_in[cid], ratio_shown(ratio_in[cid], a, b),
-                    note=seeds_note if ratio_in[cid]["per_seed"] else "")
+        x = _ratio_inputs(results, a, b)
+        if x:
+            _record(ledger, cid, x, ratio_shown(x, a, b), note=seeds_note if x["per_seed"] else "", needs=PPL_RESOLUTION)
         else:
             ledger.untested(cid, f"the variants {a} and {b} are both needed")
 
     stuck = _variant_means(results, "stuck share")
     trap_pairs = {"trapping": ("sparse34", "absmean", "under 3:4", "under absmean"),
                   "arenas_frees": ("sparse34+arenas", "sparse34", "with Arenas", "without")}
-    rank_in = {cid: _rank_ratio_inputs(results, a, b) for cid, (a, b, _, _) in trap_pairs.items()}
-    _resolution(ledger, "trap_resolves", {cid: _noisy(x) for cid, x in rank_in.items() if x},
-                "the gradient ranks of the ternary variants are missing")
     for cid, (a, b, la, lb) in trap_pairs.items():
-        x = rank_in[cid]
+        x = _rank_ratio_inputs(results, a, b)
         if not x:
-            ledger.untested(cid, f"the gradient effective ranks of {a} and {b} are both needed")
+            ledger.untested(cid, f"the input-gradient (∂L/∂X) effective ranks of {a} and {b} are both needed")
             continue
         value, _, _ = _noisy(x)
-        shown = f"gradient effective rank {x['means'][a]:.1f} {la} vs {x['means'][b]:.1f} {lb}"
+        shown = f"∂L/∂X effective rank {x['means'][a]:.1f} {la} vs {x['means'][b]:.1f} {lb}"
         if x["per_seed"]:
             shown += f"; mean ratio over {len(x['per_seed'])} seeds {value:.3f}×"
+        w = _rank_ratio_inputs(results, a, b, tables.WEIGHT_RANK)
+        if w:
+            shown += f"; ∂L/∂W rank {w['means'][a]:.1f} vs {w['means'][b]:.1f} ({w['point']:.3f}×)"
         if a in stuck and b in stuck:
             shown += f"; stuck share {stuck[a]:.1%} vs {stuck[b]:.1%}"
-        _record(ledger, cid, x, shown, note=seeds_note if x["per_seed"] else "")
+        _record(ledger, cid, x, shown, note=seeds_note if x["per_seed"] else "", needs=RANK_RESOLUTION)
 
     pk = results.get("packed")
     if pk:
