@@ -474,8 +474,8 @@ def test_a_dense_checkpoint_is_moefied_and_budgets_at_its_native_k_fail_naming_t
                                  num_attention_heads=4, num_key_value_heads=2,
                                  max_position_embeddings=32)).save_pretrained(tmp_path)
     tok.save_pretrained(tmp_path)
-    P = spec.SPEC.resolve("smoke", {"checkpoint": str(tmp_path), "moefy_layers": [1, 2], "moefy_experts": 4,
-                                     "native_margin": 1e9, "budgets": [1]})
+    P = spec.SPEC.resolve("smoke", {"checkpoint": str(tmp_path), "moefy_layers": [1, 2], "moefy_experts": 6,
+                                     "moefy_shared": 2, "native_margin": 1e9, "budgets": [1]})
     # every k within the margin: K_orig is 1, and the budget 1 is not below it
     rule = r"^budgets must each be below the native top-k \(the MoEfied subject's: 1, "
     with pytest.raises(ValueError, match=rule) as e:
@@ -483,7 +483,10 @@ def test_a_dense_checkpoint_is_moefied_and_budgets_at_its_native_k_fail_naming_t
     assert "\n" not in str(e.value)
     P["native_margin"], P["budgets"] = 0.0, []  # past the spec: no budget to check
     m, t, info = study.main_subject(P, progress=False)
-    assert len(R.native_k(m)) == 2 and info["native_k_table"][0]["k"] == 4 and "MoEfied" in info["source"]
+    assert len(R.native_k(m)) == 2 and info["native_k_table"][0]["k"] == 6 and "MoEfied" in info["source"]
+    # moefy_shared reaches moefy: two always-on shared experts beside the six routed ones (issue 40, point 5)
+    assert "6 routed + 2 shared" in info["source"]
+    assert all(b.shared_experts is not None and b.shared_experts.num_experts == 2 for b in R.moe_blocks(m))
     with pytest.raises(ValueError, match="moefy_layers: .* has 3 decoder layers, got \\[3\\]"):
         study.main_subject({**P, "moefy_layers": [1, 3]}, progress=False)
 

@@ -124,7 +124,8 @@ def test_metrics_hold_every_table_as_the_notebook_saves_it():
     res = tiny_results()
     m = tables.metrics(res, {"calib_source": "sotu", "calib_alt": "wiki"})
     assert set(m) == {"quality", "seeds", "speed_curve", "speed", "k_base", "calibration", "entropy", "profile",
-                      "profile_random", "lexi", "alloc", "info"}
+                      "profile_random", "lexi", "alloc", "info", "regime"}
+    assert len(m["regime"]) == 2
     q = pd.DataFrame(tables.quality_table(res["grid"], n_resamples=199)).to_dict("records")
     assert m["quality"][1:] == q[1:] and m["quality"][0]["key"] == "full"  # the full row's NaN ratios never compare equal
     assert m["quality"][1]["budget (Σk)"] == 2.0 and m["seeds"] == tables.seed_rows(res)
@@ -171,3 +172,27 @@ def test_entropy_link_is_the_mean_spearman_over_layers_with_a_bootstrap_interval
     assert "mean of 3 layers" in iv.method
     assert tables.entropy_link({"half": 2, "token_alloc": {2: [flat]}}, 99) is None
     assert tables.entropy_link({"half": 2}, 99) is None  # older results: no token-level counts
+
+
+def test_profile_spread_reads_each_rows_baseline_at_its_native_k():
+    # row 0 sits on 40 at its native k = 2, row 1 on 10 at its native k = 1 (beyond it: +inf)
+    S = np.array([[80.0, 40.0], [10.0, np.inf]])
+    assert list(tables.baseline_column(S, [2, 1])) == [40.0, 10.0]
+    assert tables.profile_spread(S, [2, 1]) == pytest.approx(4.0)
+    rows = tables.regime_rows({"S": S, "native": [2, 1]})
+    assert [r["over the smallest row"] for r in rows] == [4.0, 1.0]
+    assert rows[0]["S[i, 1] / S[i, K_orig]"] == 2.0 and rows[1]["K_orig"] == 1
+
+
+def test_profile_spread_bootstrap_re_derives_the_baselines_from_segments():
+    # two rows, native k = 2, four segments: row 0's baseline segments 1 nat above row 1's, two of them noisy
+    parts = np.zeros((2, 2, 4))
+    parts[0, 1] = [2.0, 2.0, 2.5, 1.5]
+    parts[1, 1] = 1.0
+    w = np.ones(4)
+    iv = tables.profile_spread_bootstrap(parts, w, [2, 2], n_resamples=199)
+    assert iv.estimate == pytest.approx(math.e) and iv.lo < math.e < iv.hi and iv.n == 4
+    assert iv.method == "bootstrap over calibration segments"
+    flat = tables.profile_spread_bootstrap(np.ones((2, 2, 4)), w, [2, 2], n_resamples=99)
+    assert (flat.estimate, flat.lo, flat.hi) == (1.0, 1.0, 1.0)
+

@@ -288,7 +288,8 @@ def test_alloc_moe_untested_and_one_seed_cases():
     assert got["k_base_1"] == got["k_base_matters"] == C.UNTESTED
 
 
-@pytest.mark.parametrize("control", ["experts_matter", "experts_matter_trained", "k_base_matters", "calib_matters"])
+@pytest.mark.parametrize("control", ["experts_matter", "experts_matter_trained", "k_base_matters", "calib_matters",
+                                     "profile_comparable"])
 def test_alloc_moe_claims_are_not_testable_when_their_control_fails(control):
     ch = registry.get("alloc_moe")
     kinds = {c.id: c.kind for c in ch.claims}
@@ -300,6 +301,8 @@ def test_alloc_moe_claims_are_not_testable_when_their_control_fails(control):
                           "shallow_more", "k_base_1", "calib_robust"}
     if control == "experts_matter_trained":  # the second subject serves the claim across models only
         assert naming == {"across_models"}
+    if control == "profile_comparable":  # the regime control: every claim that reads Alloc-L's allocation (issue 40)
+        assert naming == {"lt_beats_uniform", "across_models", "l_helps", "beats_baselines", "shallow_more"}
     r = copy.deepcopy(alloc_moe_cases.good())
     alloc_moe_cases.FAIL[control](r)
     ledger = C.Ledger(ch.id, "book", list(ch.claims))

@@ -39,6 +39,9 @@ def good():
     # the profile's calibration segments (16 of 32 tokens): shallow layers lose more per expert dropped,
     # so the half-budget allocation gives them more (shallow_more), on every resample of the segments
     grid["S_parts"], grid["S_weights"] = _parts(rng, [0.3, 0.25, 0.2, 0.1, 0.05, 0.02]), np.full(16, 32.0)
+    # the profile itself: every row's baseline (its layer at the native k) near e^5, so its rows are comparable
+    # (profile_comparable)
+    grid["S"] = _profile(grid["S_parts"])
     # the main subject is one model: its headline is read off its grid (study.from_grid)
     seeds = {None: {"uniform": nll[(3, "uniform")], "alloc-l+t": nll[(3, "alloc-l+t")], "full": grid["full_nll"],
                     "top1": grid["top1_nll"], "alloc": grid["alloc_main"]}}
@@ -57,6 +60,20 @@ def _parts(rng, sens, n=16, K=6):
 
     drop = np.arange(K)[::-1]  # experts dropped at k = 1 .. K
     return (5.0 + np.asarray(sens)[:, None, None] * drop[None, :, None] + rng.normal(0, 0.01, (len(sens), K, n)))
+
+
+def _profile(parts):
+    import numpy as np
+
+    return np.exp(parts.mean(axis=2))  # equal segment weights
+
+
+def _shallow_row_higher(r, by):
+    """The shallowest profile row sits ``by`` nats above the others at every k (its deeper layers at top-1 cost more)."""
+    g = r["grid"]
+    g["S_parts"] = g["S_parts"].copy()
+    g["S_parts"][0] += by
+    g["S"] = _profile(g["S_parts"])
 
 
 def _worse(r, key, by):
@@ -94,5 +111,7 @@ FAIL = {
                                  [v.update(top1=v["full"] + 0.01) for v in r["seeds"].values()]),
     "experts_matter_trained": lambda r: [v.update(top1=v["full"] + 0.01) for v in r["second"]["seeds"].values()],
     "calib_matters": lambda r: r["grid"].update(nll_rand=r["grid"]["nll"][(3, "alloc-l")] + 0.005),
+    # the shallowest row's baseline e (2.7) times the others': the rows are not comparable
+    "profile_comparable": lambda r: _shallow_row_higher(r, 1.0),
     "k_base_matters": lambda r: r["grid"].update(k_base={b: r["grid"]["k_base"][1] + 0.001 * b for b in range(4)}),
 }

@@ -87,14 +87,19 @@ SPEC = ParamSpec(
               "main subject: a real MoE (DeepSeek-V2-Lite, OLMoE, Qwen1.5-MoE, ...) as it is, or a dense LLaMA-family "
               "model, MoEfied the same way; '' for SmolLM2-135M",
               rule=folder_with("config.json", "tokenizer_config.json"), path=True),
-        Param("moefy_experts", int, "MoEfication: experts each converted MLP is split into (must divide its width)",
-              min=2),
+        Param("moefy_experts", int, "MoEfication: routed experts each converted MLP is split into (with moefy_shared, "
+              "their sum must divide its width)", min=2),
+        # issue 40, point 5: DeepSeek-V2-Lite keeps 2 shared experts always on beside 64 routed ones
+        # (../shared/papers/alloc-moe.md); moefy keeps the highest-mass clusters as shared experts
+        Param("moefy_shared", int, "MoEfication: always-on shared experts beside the routed ones (the clusters of "
+              "largest activation mass, as DeepSeek's); 0 for none", min=0),
         Param("moefy_layers", list, "MoEfication: the decoder layers converted (0 = shallowest); the others stay dense",
               elem=int, min_len=1, min=0),
         Param("moefy_blocks", int, "MoEfication: validation blocks (apart from native_blocks) on which the experts are "
               "clustered and the routers fitted", min=1),
-        # 5% (book): half the 10% experts_matter asks top-1 to cost, so the subject at its native top-k stays
-        # nearer the dense model than the smallest effect the control must see; fixed before any run
+        # 10% (book, issue 40 point 5; 5% before, half the 10% experts_matter asks top-1 to cost): with 16 routed
+        # experts K_orig at 5% was 13 of 16, and the profile costs L x K_orig passes; at 10% it is 11, while
+        # top-1 still costs 1.62x against it (far above experts_matter's 1.10). See the book profile's comment.
         Param("native_margin", float, "K_orig of the MoEfied subject: the smallest k within this relative perplexity "
               "margin of the dense model", min=0.0),
         Param("native_blocks", int, "validation blocks on which K_orig is chosen (apart from moefy_blocks)", min=1),
@@ -118,12 +123,28 @@ SPEC = ParamSpec(
         Param("speed_rounds", int, "interleaved timing rounds", min=1),
     ),
     profiles={
-        "book": dict(models_profile="book", checkpoint="", moefy_experts=8, moefy_layers=list(range(10, 20)),
-                     moefy_blocks=8, native_margin=0.05, native_blocks=8, seeds=[0, 1, 2], budgets=[2, 3, 4, 5], eval_blocks=24,
+        # The book's MoEfied subject (issue 40, point 5: a subject in the paper's regime). Chosen before any method ran,
+        # on K_orig (choose_native_k on the 8 validation blocks) and the isolated profile's K_orig column
+        # (max_i S[i, K_orig] / min_i S[i, K_orig] on the 2 sotu calibration blocks, profile_comparable's figure),
+        # layers 10-19, by a short script (not committed) on this machine's 2 cores; no method's verdict was seen:
+        #   routed + shared   K_orig at 5% / 10% margin   spread at 5% / 10%   top-1 / native (validation) 5% / 10%
+        #   22 + 2            20 / 17 of 22               4.01 / 3.80          6.89 / 6.58
+        #   16 + 8            13 / 11 of 16               1.53 / 1.51          1.68 / 1.62
+        #   16 + 16           12 / 9 of 16                1.25 / 1.22          1.35 / 1.28   (shared = routed: refused)
+        # (the last run's 8 + 0 had K_orig 7 of 8 and rows up to 9x apart.) Two shared experts of 24 clusters leave top-1
+        # catastrophic; a third of the MLP shared (16 + 8) brings the rows within 1.6x. K_orig stays above half the
+        # routed experts at every margin up to 10% (a MoEfied SwiGLU MLP is not sparse: dropping routed neurons costs
+        # perplexity steadily, 16 + 8 at k = 8 is 1.19x dense); 10% keeps K_orig at 11, the profile's L x K_orig passes
+        # near the last run's (110 against 70 per profile), and top-1 1.62x the native model. The budgets stay
+        # [2, 3, 4, 5]: the second subject (the trained MoE, top-6) takes the same ones, so none may reach 6; on the
+        # main subject the half budget is then k = 5 (nearest 11 / 2; 45% of K_orig, as the rows say) and every
+        # budget lies below K_orig. The K_base sweep reaches it (uniform top-5 at its top end, 0 at the other).
+        "book": dict(models_profile="book", checkpoint="", moefy_experts=16, moefy_shared=8, moefy_layers=list(range(10, 20)),
+                     moefy_blocks=8, native_margin=0.10, native_blocks=8, seeds=[0, 1, 2], budgets=[2, 3, 4, 5], eval_blocks=24,
                      calib_blocks=2, calib_source="sotu", calib_alt="shakespeare", batch_blocks=8, k_base=1,
-                     k_base_sweep=[0, 1, 2, 3], lexi_samples=512, match_iters=6, match_blocks=2, n_resamples=2999,
+                     k_base_sweep=[0, 1, 3, 5], lexi_samples=512, match_iters=6, match_blocks=2, n_resamples=2999,
                      speed_shape="dsv2-lite", speed_prefill=512, speed_rounds=7),
-        "smoke": dict(models_profile="smoke", moefy_experts=4, moefy_layers=[0, 1], moefy_blocks=2, native_blocks=2,
+        "smoke": dict(models_profile="smoke", moefy_experts=4, moefy_shared=2, moefy_layers=[0, 1], moefy_blocks=2, native_blocks=2,
                       seeds=[0], budgets=[1, 2], eval_blocks=4, calib_blocks=1, batch_blocks=2,
                       k_base_sweep=[0, 1], lexi_samples=32, match_iters=3, match_blocks=1, n_resamples=199,
                       speed_shape="tiny", speed_prefill=32, speed_rounds=2),
@@ -139,10 +160,13 @@ SPEC = ParamSpec(
          _k_base_sweep_reaches_half),
         ("calib_alt must differ from calib_source", lambda p: p["calib_alt"] != p["calib_source"]),
         # the MoEfied subject's K_orig is at most its expert count, and its experts split SmolLM2's MLPs evenly
-        ("budgets must each be below moefy_experts (the MoEfied subject's native top-k is at most its expert count)",
-         lambda p: bool(p["checkpoint"]) or max(p["budgets"]) < p["moefy_experts"]),
-        (f"moefy_experts must divide SmolLM2-135M's MLP width ({SMOLLM2_MLP_WIDTH})",
-         lambda p: bool(p["checkpoint"]) or SMOLLM2_MLP_WIDTH % p["moefy_experts"] == 0),
+        ("budgets must each be below moefy_experts (the MoEfied subject's native top-k is at most its routed expert "
+         "count)", lambda p: bool(p["checkpoint"]) or max(p["budgets"]) < p["moefy_experts"]),
+        # shared experts beside routed ones, as DeepSeek's 2 beside 64: fewer shared than routed (issue 40, point 5)
+        ("moefy_shared must be below moefy_experts (the shared experts stand beside the routed ones, fewer of them)",
+         lambda p: p["moefy_shared"] < p["moefy_experts"]),
+        (f"moefy_experts + moefy_shared must divide SmolLM2-135M's MLP width ({SMOLLM2_MLP_WIDTH})",
+         lambda p: bool(p["checkpoint"]) or SMOLLM2_MLP_WIDTH % (p["moefy_experts"] + p["moefy_shared"]) == 0),
         ("moefy_layers must lie within SmolLM2-135M's 30 decoder layers",
          lambda p: bool(p["checkpoint"]) or max(p["moefy_layers"]) < SMOLLM2_LAYERS),
         # the thresholds are matched on the first match_blocks of the calibration blocks
@@ -154,6 +178,10 @@ SPEC = ParamSpec(
 QUALITY_CONTROL = "experts_matter"
 #: the control of Alloc-T's claims: its allocation follows routing entropy (issue 40, point 6)
 T_MECHANISM = "t_follows_entropy"
+#: the regime control of Alloc-L's claims: the isolated profile's rows are comparable (issue 40, point 5)
+REGIME_CONTROL = "profile_comparable"
+#: its bound on max_i S[i, K_orig] / min_i S[i, K_orig] (the issue's example, fixed before the deciding run)
+REGIME_SPREAD = 2.0
 #: the same control on the second subject, the trained MoE; across_models names both
 SECOND_CONTROL = "experts_matter_trained"
 #: the tolerance of the two "barely matters" claims (k_base_1, calib_robust), and so of their controls
@@ -197,11 +225,30 @@ CLAIMS = [
             f"by more than {BARELY:.0%} (calib_robust's tolerance)", "—", "ours",
             C.predicate(f"ours: perplexity ratio (profiled on random tokens / the first text) outside 1 ± {BARELY:g}",
                         lambda v: abs(v - 1.0) > BARELY, boundaries=(1 - BARELY, 1 + BARELY)), kind="control"),
+    # profile_comparable (issue 40, point 5; fixed before the run that decides it, on no verdict): Alloc-L's DP
+    # minimises the sum of raw perplexities of an isolated profile whose row i is measured with every deeper layer
+    # at top-1 (../shared/papers/alloc-moe.md, the paper's method as its notes give it). The rows share a scale
+    # only where top-1 is mild: on DeepSeek-V2-Lite, the paper's subject, two shared experts stay on in every
+    # layer and 6 of 64 routed experts are kept, so deep layers at top-1 barely move the shallow rows. On our
+    # last book run (MoEfied SmolLM2, no shared expert, K_orig = 7 of 8, top-1 9.4x) the rows' baselines
+    # S[i, K_orig] differed up to 9x and the DP gave every deep layer one expert ([7,6,5,2,4,1,2,1,1,1]):
+    # a verdict there says more about that subject than about the method. The control: the rows' baselines
+    # (each row's K_orig column, the row's layer at its native top-k) lie within a factor 2 of each other, the
+    # issue's bound. Interval: a percentile bootstrap over the profile's calibration segments (as shallow_more's).
+    # It is named by the claims that read Alloc-L's allocation (lt_beats_uniform, l_helps, beats_baselines,
+    # shallow_more) and by across_models, whose main-subject arm is that same allocation; the control measures
+    # the main subject's profile only, so across_models' trained-MoE arm stays under experts_matter_trained alone.
+    C.Claim(REGIME_CONTROL, "The main subject is in the paper's regime: the rows of Alloc-L's isolated profile are "
+            f"comparable, max_i S[i, K_orig] / min_i S[i, K_orig] ≤ {REGIME_SPREAD:g} (row i measured with every deeper "
+            "layer at top-1; its K_orig column is the row's baseline)", "mild top-1 rows (DeepSeek-V2-Lite: 2 shared "
+            "experts, 6 of 64 routed)", "the paper's method and subject (our notes)",
+            C.predicate(f"ours: max / min over rows of S[i, K_orig] ≤ {REGIME_SPREAD:g}", lambda v: v <= REGIME_SPREAD,
+                        boundaries=(REGIME_SPREAD,)), kind="control"),
     C.Claim("lt_beats_uniform", "At half budget, Alloc-L+T (Alloc-MoE) beats uniform top-k",
             "43.09 vs 41.27 … 45.48 vs 43.90 at B = 78 (avg. accuracy, DeepSeek-V2-Lite)", "ablation table",
             C.predicate("ours: perplexity ratio Alloc-L+T / uniform < 1 (interval over seeds)", lambda v: v < 1.0,
                         boundaries=(1.0,)),
-            controls=(QUALITY_CONTROL,)),
+            controls=(QUALITY_CONTROL, REGIME_CONTROL)),
     # across_models: the abstract's "across multiple MoE models". Decided on the least favourable of the two
     # subjects (MoEfied SmolLM2-135M; the trained MoE over its seeds): it holds only if Alloc-L+T beats uniform
     # on both, fails if it loses on either. Each subject's own control must hold.
@@ -210,10 +257,10 @@ CLAIMS = [
             "models\"", "abstract",
             C.predicate("ours: perplexity ratio Alloc-L+T / uniform < 1 on every subject (the least favourable shown)",
                         lambda v: v < 1.0, boundaries=(1.0,)),
-            controls=(QUALITY_CONTROL, SECOND_CONTROL)),
+            controls=(QUALITY_CONTROL, REGIME_CONTROL, SECOND_CONTROL)),
     C.Claim("l_helps", "Alloc-L alone beats uniform top-k at half budget", "44.61 vs 43.90 (B = 78)", "ablation table",
             C.predicate("ours: perplexity ratio Alloc-L / uniform < 1", lambda v: v < 1.0, boundaries=(1.0,)),
-            controls=(QUALITY_CONTROL,)),
+            controls=(QUALITY_CONTROL, REGIME_CONTROL)),
     # Issue 40, point 6 (fixed before the run that decides it): Alloc-T ranks candidates by gate probability, so
     # that confident tokens give up slots to uncertain ones, and the paper reports allocated counts correlating
     # > 0.7 with routing entropy (../shared/papers/alloc-moe.md). Where our allocation does not follow entropy,
@@ -235,7 +282,7 @@ CLAIMS = [
     C.Claim("beats_baselines", "At half budget Alloc-MoE beats the budgeted baselines (LExI, top-p, NAEE)",
             "best average on NLU, reasoning and math", "main table",
             C.predicate("ours: perplexity ratio Alloc-L+T / each baseline < 1 (the least favourable shown)",
-                        lambda v: v < 1.0, boundaries=(1.0,)), controls=(QUALITY_CONTROL,)),
+                        lambda v: v < 1.0, boundaries=(1.0,)), controls=(QUALITY_CONTROL, REGIME_CONTROL)),
     C.Claim("k_base_1", "K_base = 1 is near-optimal for Alloc-T", "K_base ablation", "§ analysis",
             C.predicate("ours: perplexity at K_base = 1 within 2% of the best K_base", lambda v: v <= 1 + BARELY,
                         boundaries=(1 + BARELY,)),
@@ -243,7 +290,7 @@ CLAIMS = [
     C.Claim("shallow_more", "Alloc-L gives shallow layers more experts than deep ones", "allocation figure",
             "§ analysis",
             C.predicate("ours: mean k of the shallower half minus the deeper half > 0", lambda v: v > 0,
-                        boundaries=(0.0,)), controls=(QUALITY_CONTROL,)),
+                        boundaries=(0.0,)), controls=(QUALITY_CONTROL, REGIME_CONTROL)),
     C.Claim("calib_robust", "The calibration set barely matters", "calibration ablation", "§ analysis",
             C.predicate("ours: perplexity ratio (profiled on the second text / the first) within 2% of 1",
                         lambda v: abs(v - 1.0) <= BARELY, boundaries=(1 - BARELY, 1 + BARELY)),

@@ -47,7 +47,8 @@ def main_subject(params: dict, progress: bool = True):
     """``(model, tokenizer, info)``: the subject every quality claim is decided on.
 
     By default SmolLM2-135M-Instruct's pretrained weights made into a mixture of experts by
-    :func:`moefy` (``moefy_experts`` experts in each of the ``moefy_layers``), with its native top-k
+    :func:`moefy` (``moefy_experts`` routed experts, and ``moefy_shared`` always-on shared ones, in each of the
+    ``moefy_layers``; issue 40, point 5), with its native top-k
     chosen by :func:`choose_native_k`. A ``checkpoint`` takes its place: a real MoE as it is, or a
     dense LLaMA-family model, which is MoEfied the same way. ``info["native_k_table"]`` holds the
     native-k choice (None for a real MoE)."""
@@ -76,14 +77,15 @@ def main_subject(params: dict, progress: bool = True):
     size = block_size(params, model)
     native_val, moefy_val = heldout_blocks(tok, size, params["native_blocks"], params["moefy_blocks"])
     t0 = time.perf_counter()
-    moe = moefy(model, params["moefy_experts"], moefy_val, top_k=params["moefy_experts"], layers=params["moefy_layers"],
-                batch=params["batch_blocks"])
+    moe = moefy(model, params["moefy_experts"], moefy_val, top_k=params["moefy_experts"], n_shared=params["moefy_shared"],
+                layers=params["moefy_layers"], batch=params["batch_blocks"])
     del model
     k, table = choose_native_k(moe, native_val, params["native_margin"], batch_blocks=params["batch_blocks"],
                                progress=progress)
     check_below_native(params["budgets"], k, "the MoEfied subject's",
                        f"the smallest k within {params['native_margin']:.0%} of the dense model")
-    return moe, tok, {"source": f"{what} MoEfied: {params['moefy_experts']} experts in each of layers "
+    shared = f" + {params['moefy_shared']} shared" if params["moefy_shared"] else ""
+    return moe, tok, {"source": f"{what} MoEfied: {params['moefy_experts']} routed{shared} experts in each of layers "
                                 f"{checks.layer_span(params['moefy_layers'])}, native top-{k}",
                       "class": f"{type(moe).__name__} (MoEfied)", "seed": None, "val_ppl": None,
                       "moefy_s": round(time.perf_counter() - t0, 1), "native_k_table": table}

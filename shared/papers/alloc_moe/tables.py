@@ -6,6 +6,7 @@ shows what these return and :mod:`.verdicts` decides the claims from them: the p
 NLLs (:func:`ppl`), the bootstrap of the allocation's shape over calibration segments
 (:func:`allocation_bootstrap`), the quality table (:func:`quality_table`), the K_base sweep, the
 calibration and seed tables, the token allocation against routing entropy (:func:`token_entropy`),
+the ``profile_comparable`` control's figure (:func:`profile_spread`, its bootstrap and rows; issue 40, point 5),
 the speed tables and :func:`metrics`, everything the notebook saves.
 """
 
@@ -201,6 +202,56 @@ def calibration_rows(grid: dict, calib_source: str, calib_alt: str) -> list[dict
 
 
 # --------------------------------------------------------------------------------------------
+# the regime control: are the isolated profile's rows comparable? (issue 40, point 5)
+
+
+def baseline_column(S: np.ndarray, native) -> np.ndarray:
+    """Each row's baseline in Alloc-L's isolated profile ``S`` (L, K): ``S[i, native[i] - 1]``, row ``i``'s layer at
+    its native top-k (every deeper layer at top-1, every shallower one at its native k)."""
+    S = np.asarray(S, dtype=np.float64)
+    return np.array([S[i, int(k) - 1] for i, k in enumerate(native)], dtype=np.float64)
+
+
+def profile_spread(S: np.ndarray, native) -> float:
+    """The ``profile_comparable`` control's figure: max_i S[i, K_orig] / min_i S[i, K_orig] (:func:`baseline_column`),
+    how far apart the rows' baselines lie; 1 where every row sits on the same perplexity."""
+    col = baseline_column(S, native)
+    return float(col.max() / col.min())
+
+
+def profile_spread_bootstrap(parts: np.ndarray, weights: np.ndarray, native, *, n_resamples: int, seed: int = 0,
+                             level: float = 0.95) -> stats.Interval:
+    """:func:`profile_spread`'s percentile bootstrap over the profile's calibration segments (``parts`` (L, K, n)
+    and ``weights`` as :func:`allocation_bootstrap` takes them): each resample draws the segments with replacement
+    and re-derives each row's baseline, the token-weighted mean NLL of the drawn segments as a perplexity."""
+    parts = np.asarray(parts, dtype=np.float64)
+    col = np.stack([parts[i, int(k) - 1] for i, k in enumerate(native)])  # (L, n): each row's baseline segments
+    n = col.shape[1]
+    rng = np.random.default_rng(seed)
+
+    def spread(ix):
+        w = weights[ix]
+        logs = (col[:, ix] * w).sum(axis=1) / w.sum()
+        return float(np.exp(logs.max() - logs.min()))
+
+    est = spread(np.arange(n))
+    draws = np.array([spread(rng.integers(0, n, n)) for _ in range(n_resamples)])
+    a = (1 - level) / 2
+    lo, hi = (float(v) for v in np.quantile(draws, [a, 1 - a]))
+    return stats.Interval(est, min(lo, est), max(hi, est), level, "bootstrap over calibration segments", n)
+
+
+def regime_rows(grid: dict) -> list[dict]:
+    """One row per MoE layer of the main subject: its baseline in the isolated profile (``S[i, K_orig]``), that
+    over the smallest baseline (the ``profile_comparable`` control reads the largest of these), and top-1's cost in
+    its row (``S[i, 1] / S[i, K_orig]``)."""
+    col = baseline_column(grid["S"], grid["native"])
+    S = np.asarray(grid["S"], dtype=np.float64)
+    return [{"layer": i, "K_orig": int(k), "S[i, K_orig]": float(col[i]), "over the smallest row": float(col[i] / col.min()),
+             "S[i, 1] / S[i, K_orig]": float(S[i, 0] / col[i])} for i, k in enumerate(grid["native"])]
+
+
+# --------------------------------------------------------------------------------------------
 # the headline on every model
 
 
@@ -280,5 +331,6 @@ def metrics(res: dict, params: dict) -> dict:
             "calibration": pd.DataFrame(calibration_rows(grid, params["calib_source"], params["calib_alt"])).to_dict("records"),
             "entropy": pd.DataFrame(entropy_rows(grid)).to_dict("records"),
             "profile": grid["S"].tolist(), "profile_random": grid["S_rand"].tolist(), "lexi": grid["lexi"].tolist(),
+            "regime": regime_rows(grid),
             "alloc": {f"{k}:{m}": v for (k, m), v in grid["alloc"].items()},
             "info": {k: v for k, v in info.items() if k != "seeds"}}

@@ -13,8 +13,9 @@ import numpy as np
 
 from acl26 import claims as C
 from acl26 import stats
-from acl26.papers.alloc_moe.spec import BARELY, T_MECHANISM
-from acl26.papers.alloc_moe.tables import LABELS, SEGMENT, allocation_bootstrap, entropy_link, ppl
+from acl26.papers.alloc_moe.spec import BARELY, REGIME_CONTROL, T_MECHANISM
+from acl26.papers.alloc_moe.tables import (LABELS, SEGMENT, allocation_bootstrap, baseline_column, entropy_link, ppl,
+                                           profile_spread, profile_spread_bootstrap)
 
 #: the two scopes of the speed study's stacks: the claims are decided on the first
 MOE_ONLY, WITH_REST = "MoE layers only", "MoE + attention projections + head"
@@ -34,7 +35,8 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
     (``study.speed_study``, or None with ``speed_reason``), ``n_resamples``.
 
     The controls are decided first: ``experts_matter`` (every quality claim names it), ``experts_matter_trained``
-    (``across_models``),
+    (``across_models``), ``profile_comparable`` (the isolated profile ``S``'s rows at K_orig within a factor 2;
+    the claims that read Alloc-L's allocation and ``across_models``; issue 40, point 5),
     ``k_base_matters`` (k_base_1) and ``calib_matters`` (calib_robust); a claim whose control does not
     hold is not testable here. Noisy figures follow the one rule (:meth:`acl26.claims.Ledger.record_noisy`):
     the t-interval over seeds where every seed measured the figure (the headline, experts_matter,
@@ -102,6 +104,24 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
                       f"vs {al})",
                 note="Alloc-L alone at half budget, profiled on random token ids (uniform over the vocabulary, seed 0) "
                      "and on the first text")
+
+    # ---- the regime control (issue 40, point 5): the isolated profile's rows are comparable (spec.CLAIMS says why)
+    if g.get("S") is None:
+        ledger.untested(REGIME_CONTROL, "the grid holds no isolated profile (S)")
+    else:
+        col = baseline_column(g["S"], g["native"])
+        shown_rows = f"rows' baselines S[i, K_orig] from {col.min():.2f} (layer {int(col.argmin())}) to {col.max():.2f} " \
+                     f"(layer {int(col.argmax())})"
+        if g.get("S_parts") is not None:
+            iv = profile_spread_bootstrap(g["S_parts"], g["S_weights"], g["native"], n_resamples=nr)
+            ledger.record(REGIME_CONTROL, iv.estimate, interval=iv, shown=f"{iv.estimate:.3f}× ({shown_rows})",
+                          note=f"max / min over the main subject's profile rows of S[i, K_orig]; percentile bootstrap over "
+                               f"{iv.n} calibration segments of {SEGMENT} tokens")
+        else:
+            v = profile_spread(g["S"], g["native"])
+            ledger.record(REGIME_CONTROL, v, shown=f"{v:.3f}× ({shown_rows})",
+                          note="max / min over the main subject's profile rows of S[i, K_orig]; a point (the profile's "
+                               "segments were not kept)")
 
     # ---- Alloc-T's mechanism (the control of t_helps and t_tight): its allocation follows routing entropy
     link = entropy_link(g, nr)
