@@ -434,6 +434,8 @@ def test_run_returns_everything_record_claims_reads(tmp_path):
     g = res["grid"]
     np.testing.assert_array_equal(g["top1_nll"], g["nll"][(1, "uniform")])  # budget 1 is top-1: scored once
     assert g["S_rand"].shape == g["S"].shape and sum(g["alloc_rand"]) <= g["half"] * 2
+    # the labelled deviation (issue 40, point 7): the same DP over log S, scored at half budget beside Alloc-L
+    assert sum(g["alloc_log"]) <= g["half"] * 2 and g["nll_log"].shape == g["nll"][(g["half"], "alloc-l")].shape
     assert set(res["speed"]["allocs"]) == {"uniform", "Alloc-MoE"}
     ledger = C.Ledger("alloc_moe", "smoke", list(CHAPTER.claims))
     CHAPTER.record_claims(ledger, res)

@@ -124,8 +124,8 @@ def test_metrics_hold_every_table_as_the_notebook_saves_it():
     res = tiny_results()
     m = tables.metrics(res, {"calib_source": "sotu", "calib_alt": "wiki"})
     assert set(m) == {"quality", "seeds", "speed_curve", "speed", "k_base", "calibration", "entropy", "profile",
-                      "profile_random", "lexi", "alloc", "info", "regime"}
-    assert len(m["regime"]) == 2
+                      "profile_random", "lexi", "alloc", "info", "regime", "deviation_log_dp"}
+    assert m["deviation_log_dp"] == [] and len(m["regime"]) == 2  # tiny results hold no log-DP arm
     q = pd.DataFrame(tables.quality_table(res["grid"], n_resamples=199)).to_dict("records")
     assert m["quality"][1:] == q[1:] and m["quality"][0]["key"] == "full"  # the full row's NaN ratios never compare equal
     assert m["quality"][1]["budget (Σk)"] == 2.0 and m["seeds"] == tables.seed_rows(res)
@@ -196,3 +196,24 @@ def test_profile_spread_bootstrap_re_derives_the_baselines_from_segments():
     flat = tables.profile_spread_bootstrap(np.ones((2, 2, 4)), w, [2, 2], n_resamples=99)
     assert (flat.estimate, flat.lo, flat.hi) == (1.0, 1.0, 1.0)
 
+
+def test_log_deviation_rows_label_the_log_dp_beside_the_papers_and_read_no_claim():
+    g = tiny_grid()
+    assert tables.log_deviation_rows(g, n_resamples=99) == []  # no arm: no rows
+    g.update(alloc_log=[1, 1], nll_log=g["nll"][(1, "uniform")] - 0.05)
+    rows = tables.log_deviation_rows(g, n_resamples=99)
+    assert [r["allocation"] for r in rows] == [[2, 0], [1, 1]]
+    assert rows[1]["arm"] == tables.LOG_DEVIATION and "deviation" in rows[1]["arm"] and "not the paper" in rows[1]["arm"]
+    assert rows[0]["ratio to uniform"] == pytest.approx(math.exp(-0.1))  # Alloc-L: 0.1 nats below uniform
+    assert rows[1]["ratio to uniform"] == rows[1]["lo"] == rows[1]["hi"] == pytest.approx(math.exp(-0.05))
+    # the log profile: the same DP kernel on log S; +inf (beyond a layer's native k) stays +inf
+    L = tables.log_profile(np.array([[math.e, np.inf]]))
+    assert L[0, 0] == pytest.approx(1.0) and np.isposinf(L[0, 1])
+    # on rows of very different scales, the raw DP starves the small row; the log DP does not
+    S = np.array([[1000.0, 500.0, 400.0], [30.0, 12.0, 10.0]])
+    assert allocation.allocate(S, 4) == [3, 1] and allocation.allocate(tables.log_profile(S), 4) == [2, 2]
+
+
+def test_verdicts_never_read_the_log_deviation():
+    src = (CHAPTER_DIR / "verdicts.py").read_text()
+    assert "nll_log" not in src and "alloc_log" not in src and "log_deviation" not in src

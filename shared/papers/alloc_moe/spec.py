@@ -198,6 +198,9 @@ _BARELY_NEEDS = f"its tolerance ({BARELY:g}): a wider interval cannot show a rat
 # * across_models: the abstract's "extensive experiments across multiple MoE models", which the issue asks to decide
 #   on both subjects. Its test is lt_beats_uniform's (Alloc-L+T / uniform < 1), required on every subject and
 #   decided on the least favourable one, the strictest reading; with both subjects' controls.
+# Issue 40, point 7: Alloc-L's DP over the sum of log-perplexities (the same kernel on log S) is shown as a labelled
+# deviation (tables.log_deviation_rows, the notebook's "A labelled deviation" section). It is not the paper's
+# method (the paper's DP sums raw perplexities, ../shared/papers/alloc-moe.md): no claim or control reads it.
 CLAIMS = [
     # controls first: record_claims decides them before the claims that name them
     # experts_matter: every budget here lies between uniform top-1 and the native top-k, so the gap between

@@ -25,7 +25,7 @@ from acl26.papers.alloc_moe.allocation import (METHODS, allocate, evaluate, lexi
                                                profile_sensitivity, segment_weights)
 from acl26.papers.alloc_moe.moefy import moefy
 from acl26.papers.alloc_moe.spec import check_below_native, nearest_half
-from acl26.papers.alloc_moe.tables import SEGMENT, ppl, token_entropy
+from acl26.papers.alloc_moe.tables import SEGMENT, log_profile, ppl, token_entropy
 
 
 # --------------------------------------------------------------------------------------------
@@ -245,6 +245,10 @@ def run_grid(model, tx: dict, params: dict, *, progress: bool = True) -> dict:
     al_alt = allocate(S_alt, kh * L)
     out["alloc_alt"] = al_alt
     out["nll_alt"] = _alloc_l_nll(model, tx["eval"], al_alt, al, out["nll"][(kh, "alloc-l")], bb)
+    # a labelled deviation (issue 40, point 7; no claim reads it): the same DP over log S, the sum of log-perplexities
+    al_log = allocate(log_profile(S), kh * L)
+    out["alloc_log"] = al_log
+    out["nll_log"] = _alloc_l_nll(model, tx["eval"], al_log, al, out["nll"][(kh, "alloc-l")], bb)
     al_rand = allocate(S_rand, kh * L)
     out["alloc_rand"] = al_rand
     out["nll_rand"] = _alloc_l_nll(model, tx["eval"], al_rand, al, out["nll"][(kh, "alloc-l")], bb)

@@ -7,6 +7,7 @@ NLLs (:func:`ppl`), the bootstrap of the allocation's shape over calibration seg
 (:func:`allocation_bootstrap`), the quality table (:func:`quality_table`), the K_base sweep, the
 calibration and seed tables, the token allocation against routing entropy (:func:`token_entropy`),
 the ``profile_comparable`` control's figure (:func:`profile_spread`, its bootstrap and rows; issue 40, point 5),
+the labelled log-perplexity deviation of Alloc-L (:func:`log_deviation_rows`; issue 40, point 7, never a claim),
 the speed tables and :func:`metrics`, everything the notebook saves.
 """
 
@@ -252,6 +253,40 @@ def regime_rows(grid: dict) -> list[dict]:
 
 
 # --------------------------------------------------------------------------------------------
+# a labelled deviation: Alloc-L's DP over log-perplexity (issue 40, point 7; never a claim)
+
+#: the deviation arm's label wherever it is shown
+LOG_DEVIATION = "deviation (not the paper's): Alloc-L, DP over the sum of log-perplexities"
+
+
+def log_profile(S: np.ndarray) -> np.ndarray:
+    """The deviation arm's cost matrix: the log of Alloc-L's profile (+inf, a count beyond a layer's native k, stays
+    +inf). The DP over it minimises the sum of log-perplexities, a product of the rows' perplexities, which a row's
+    scale no longer dominates; the paper's DP is over the raw perplexities (../shared/papers/alloc-moe.md)."""
+    with np.errstate(divide="ignore"):
+        return np.log(np.asarray(S, dtype=np.float64))
+
+
+def log_deviation_rows(grid: dict, *, n_resamples: int) -> list[dict]:
+    """Alloc-L at half budget with the paper's DP (over the perplexities of S) and, labelled as a deviation, with the
+    same DP over log S (:func:`log_profile`, the study's ``alloc_log`` / ``nll_log``): each one's allocation,
+    held-out perplexity and paired bootstrap ratio to uniform top-k at the same budget. No claim reads the second
+    row. Empty for results without the arm."""
+    if "nll_log" not in grid:
+        return []
+    kh = grid["half"]
+    u = grid["nll"][(kh, "uniform")]
+    rows = []
+    for label, al, nll in ((LABELS["alloc-l"] + " (the paper: DP over the sum of perplexities)", grid["alloc_main"],
+                            grid["nll"][(kh, "alloc-l")]),
+                           (LOG_DEVIATION, grid["alloc_log"], grid["nll_log"])):
+        iv = stats.paired_bootstrap(nll, u, "ppl_ratio", n_resamples=n_resamples)
+        rows.append({"arm": label, "allocation": list(al), "ppl (held-out)": ppl(nll), "ratio to uniform": iv.estimate,
+                     "lo": iv.lo, "hi": iv.hi})
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
 # the headline on every model
 
 
@@ -332,5 +367,7 @@ def metrics(res: dict, params: dict) -> dict:
             "entropy": pd.DataFrame(entropy_rows(grid)).to_dict("records"),
             "profile": grid["S"].tolist(), "profile_random": grid["S_rand"].tolist(), "lexi": grid["lexi"].tolist(),
             "regime": regime_rows(grid),
+            # a labelled deviation (issue 40, point 7), never a claim: Alloc-L's DP over log-perplexity
+            "deviation_log_dp": log_deviation_rows(grid, n_resamples=nr),
             "alloc": {f"{k}:{m}": v for (k, m), v in grid["alloc"].items()},
             "info": {k: v for k, v in info.items() if k != "seeds"}}
