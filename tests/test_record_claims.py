@@ -2,6 +2,7 @@
 claim one case where it holds and one where it fails (thresholds are fixed in acl26, not here)."""
 
 import copy
+import math
 
 import numpy as np
 import pytest
@@ -162,6 +163,17 @@ def test_sherry_one_seed_decides_the_rank_ratio_on_a_bootstrap_over_snapshots():
     e = ledger.entries["trapping"]
     assert e.interval is not None and "paired bootstrap over 20 snapshots" in e.note
     assert e.holds == C.HOLDS
+
+
+def test_sherry_arenas_settled_needs_both_evaluations_past_the_residual():
+    r = sherry_cases.good()
+    for run in r["qat_runs"]:
+        run["history"] = {"eval_step": [24, 48], "val_loss": [math.log(250.0), math.log(249.0)]}  # lambda ~ 1
+    ledger = _sherry_ledger(r)
+    e = ledger.entries["arenas_settled"]
+    assert e.holds == C.UNTESTED and "not met" in e.note and "λ" in e.note
+    assert ledger.entries["arenas_gain"].holds == ledger.entries["matches_158"].holds == C.NOT_TESTABLE
+    assert ledger.entries["trapping"].holds == C.HOLDS  # the rank claims do not read the Arenas run's settling
 
 
 def _sherry_ledger(r):

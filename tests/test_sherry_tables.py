@@ -132,9 +132,12 @@ def test_arenas_settle_reads_the_last_two_evaluations_and_lambda_at_them():
     runs = [_arenas_run(0, [192, 216, 240], [3.0, math.log(20.0), math.log(19.0)]),
             _arenas_run(1, [24, 48], [3.0, 2.9]),  # still inside the residual: lambda high at step 47
             {"variant": "sparse34", "seed": 0, "steps": 240, "history": {"eval_step": [216, 240], "val_loss": [1, 2]}},
-            _arenas_run(2, [240], [3.0])]  # one evaluation: nothing to compare
+            _arenas_run(2, [240], [3.0]),  # one evaluation: nothing to compare
+            # a final evaluation forced 5 steps after the previous one is compared with the one a full interval back
+            _arenas_run(3, [216, 240, 245], [math.log(21.0), math.log(20.0), math.log(20.0)], steps=245)]
     rows = tables.arenas_settle({"qat_runs": runs})
-    assert [r["seed"] for r in rows] == [0, 1]
+    assert [r["seed"] for r in rows] == [0, 1, 3]
+    assert rows[2]["steps"] == "216, 245" and rows[2]["relative change"] == pytest.approx(20 / 21 - 1)
     assert rows[0]["relative change"] == pytest.approx(-0.05) and rows[0]["faded"]
     assert rows[0]["steps"] == "216, 240" and rows[0]["ppl last"] == pytest.approx(19.0)
     lam = [float(x) for x in rows[0]["lambda"].split(", ")]

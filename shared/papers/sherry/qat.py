@@ -163,6 +163,7 @@ def wrap(model, mode: str, blocks=None):
         blocks = checks.layer_indices("blocks", blocks, len(getattr(getattr(model, "model", None), "layers", [])))
     for name, lin in [(n, m) for n, m in _block_linears(model, blocks) if not isinstance(m, QuantLinear)]:
         q = QuantLinear(lin.in_features, lin.out_features, lin.bias is not None, mode)
+        q.train(lin.training)  # the mode of the layer it replaces (the residual applies in training only)
         q.weight = lin.weight
         if lin.bias is not None:
             q.bias = lin.bias

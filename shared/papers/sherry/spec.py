@@ -31,13 +31,16 @@ VARIANTS = {
 #: through the 13 blocks above, as in a full QAT, and neither end of the network is special-cased.
 QAT_BLOCKS = (13, 14, 15, 16)
 #: The QAT recipe (issue 40, point 1), the authors' as far as 2 cores allow (Sherry/script/train_llama_1b.sh and
-#: Sherry/models/utils_quant.py, class Arenas, on AngelSlim's sherry branch): a constant learning rate of 1e-4 after a
-#: short warm-up (their script: 1e-4, constant), weight decay 0, Arenas' lambda rising linearly over the first 10% of
-#: steps and falling by cosine to 0, and lambda = 0 outside training (every evaluation scores the pure ternary model).
-#: More, smaller steps for the same tokens as before (60 steps of 4 blocks -> 240 of 1 block of 256 tokens): lambda is
-#: below 0.1 from about step 196 on, so about 44 steps at the full learning rate train the blocks purely ternary,
-#: where the old recipe (cosine learning rate, 60 steps) left about 1.8 peak-rate steps. Fixed before the run that
-#: decides the claims; all four variants use it.
+#: Sherry/models/utils_quant.py, class Arenas, on AngelSlim's sherry branch): a constant learning rate of 1e-4 (their
+#: script: 1e-4, constant; the 5% warm-up before it is our choice, for Adam's first steps on one block of text), weight
+#: decay 0, Arenas' lambda rising linearly over the first 10% of steps and falling by cosine to 0, and lambda = 0
+#: outside training (every evaluation scores the pure ternary model). More, smaller steps for the same tokens as
+#: before (60 steps of 4 blocks -> 240 of 1 block of 256 tokens): lambda is below 0.1 on steps 195-239, so 45 steps
+#: at the full learning rate train the blocks purely ternary, where the old recipe (cosine learning rate, 60 steps)
+#: left under 2 peak-rate steps. One block per step also bounds each snapshot's dL/dX and dL/dW to 255 ranks (256
+#: tokens, the last with no target), where four blocks allowed 576 in the query and MLP-up layers: the rank ratios
+#: compare variants at the same bound, and each snapshot is noisier. Fixed before the run that decides the claims;
+#: all four variants use it.
 QAT_STEPS = 240
 QAT_BATCH = 1
 QAT_LR = 1e-4

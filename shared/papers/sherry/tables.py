@@ -17,7 +17,7 @@ from acl26 import stats
 from acl26.papers.sherry.decoder import FUSED
 from acl26.papers.sherry.paper import PAPER_LABELS, paper_table, ratio_or_none
 from acl26.papers.sherry.qat import arenas_lambda as lambda_at
-from acl26.papers.sherry.spec import ARENAS_FADED, VARIANTS
+from acl26.papers.sherry.spec import ARENAS_FADED, QAT_EVALS, VARIANTS
 from acl26.papers.sherry.speed import SpeedFormat
 
 #: the trapping statistic the claims are decided on: the effective rank of the layer's input gradient dL/dX
@@ -153,18 +153,25 @@ def rank_curves(results: dict, seed) -> list[dict]:
 
 
 def arenas_settle(results: dict) -> list[dict]:
-    """Per seed, the Arenas run's last two evaluations during training (``results["qat_runs"]``): their steps,
-    Arenas' lambda at the step before each (the training step that led to it; :func:`.qat.arenas_lambda`),
-    their held-out perplexities (pure ternary: lambda is 0 in evaluation), the relative change between them,
-    and whether both lie where lambda < :data:`.spec.ARENAS_FADED`. Empty where the variant was not trained
-    or ran fewer than two evaluations."""
+    """Per seed, the Arenas run's last evaluation during training and the one a full evaluation interval
+    before it (``results["qat_runs"]``; the interval is ``steps // QAT_EVALS``, so a final evaluation forced
+    a few steps after the previous one is not compared with it): their steps, Arenas' lambda at the step
+    before each (the training step that led to it; :func:`.qat.arenas_lambda`), their held-out perplexities
+    (pure ternary: lambda is 0 in evaluation), the relative change between them, and whether both lie where
+    lambda < :data:`.spec.ARENAS_FADED`. Empty where the variant was not trained or has no such pair."""
     rows = []
     for r in results["qat_runs"]:
         h = r["history"]
         if r["variant"] != "sparse34+arenas" or len(h["eval_step"]) < 2:
             continue
-        (s0, s1), (l0, l1) = h["eval_step"][-2:], h["val_loss"][-2:]
-        lam0, lam1 = (lambda_at(s - 1, r["steps"]) for s in (s0, s1))
+        steps = r.get("steps") or h["step"][-1]
+        gap = max(1, steps // QAT_EVALS)
+        s1, l1 = h["eval_step"][-1], h["val_loss"][-1]
+        before = [(s, l) for s, l in zip(h["eval_step"], h["val_loss"]) if s <= s1 - gap]
+        if not before:
+            continue
+        s0, l0 = before[-1]
+        lam0, lam1 = (lambda_at(s - 1, steps) for s in (s0, s1))
         rows.append({"seed": r["seed"], "steps": f"{s0}, {s1}", "lambda": f"{lam0:.3f}, {lam1:.3f}",
                      "ppl before": float(np.exp(l0)), "ppl last": float(np.exp(l1)),
                      "relative change": float(np.expm1(l1 - l0)), "faded": max(lam0, lam1) < ARENAS_FADED})

@@ -73,10 +73,12 @@ def _noisy(inputs: dict):
 def _record(ledger: C.Ledger, cid: str, inputs: dict, shown: str, note: str = "", needs: float | None = None) -> None:
     """Decide ``cid`` on its interval; with ``needs`` (a claim's resolution), a claim measured on one run with no
     per-seed, per-block or per-snapshot figures has no interval and is not testable here (a point decides
-    nothing noisy)."""
+    nothing noisy), naming any of its controls that do not hold too."""
     if needs is not None and inputs["per_seed"] is None and inputs["paired"] is None:
+        failed = [c for c in ledger.entries[cid].claim.controls if ledger.entries[c].holds != C.HOLDS]
         ledger.not_testable(cid, f"one seed and no per-{inputs.get('unit', 'blocks').rstrip('s')} figures: no interval, "
-                            "and a single run cannot decide a noisy ratio", shown=shown)
+                            "and a single run cannot decide a noisy ratio"
+                            + "".join(f"; control {c}: {ledger.entries[c].holds}" for c in failed), shown=shown)
         return
     ledger.record_noisy(cid, per_seed=inputs["per_seed"], paired=inputs["paired"], point=inputs["point"],
                         statistic=inputs["statistic"], shown=shown, note=note, unit=inputs.get("unit", "blocks"),
@@ -85,23 +87,26 @@ def _record(ledger: C.Ledger, cid: str, inputs: dict, shown: str, note: str = ""
 
 def _settled(ledger: C.Ledger, results: dict) -> None:
     """``arenas_settled`` on :func:`.tables.arenas_settle`: the largest |relative change| of the Arenas run's
-    perplexity over its last two evaluations, over the seeds; untested where a run has fewer than two
-    evaluations or where they do not both lie where lambda < :data:`ARENAS_FADED` (the residual had not faded)."""
+    perplexity over its last two evaluations (a full evaluation interval apart), over the seeds. Untested, saying
+    that the control's condition is not met, where those evaluations do not both lie where lambda <
+    :data:`ARENAS_FADED` (the residual had not faded), and where no run has such a pair; the claims naming it are
+    then not testable here."""
     rows = tables.arenas_settle(results)
     if not rows:
-        ledger.untested("arenas_settled", "no Arenas run with two evaluations during training")
+        ledger.untested("arenas_settled", "no Arenas run with two evaluations a full interval apart during training")
         return
     early = [r for r in rows if not r["faded"]]
-    if early:
-        ledger.untested("arenas_settled", f"the last two evaluations are not both past the residual (λ < {ARENAS_FADED:g}): "
-                        + "; ".join(f"seed {r['seed']}: steps {r['steps']}, λ {r['lambda']}" for r in early))
-        return
     worst = max(rows, key=lambda r: abs(r["relative change"]))
-    ledger.record("arenas_settled", abs(worst["relative change"]),
-                  shown=f"largest change {worst['relative change']:+.2%} (seed {worst['seed']}: ppl {worst['ppl before']:.2f} → "
-                        f"{worst['ppl last']:.2f} at steps {worst['steps']}, λ {worst['lambda']}); "
-                        + ", ".join(f"seed {r['seed']} {r['relative change']:+.2%}" for r in rows),
-                  note="evaluations during training, on the first 4 held-out blocks, Arenas' residual at 0")
+    shown = (f"largest change {worst['relative change']:+.2%} (seed {worst['seed']}: ppl {worst['ppl before']:.2f} → "
+             f"{worst['ppl last']:.2f} at steps {worst['steps']}, λ {worst['lambda']}); "
+             + ", ".join(f"seed {r['seed']} {r['relative change']:+.2%}" for r in rows))
+    note = "evaluations during training on the first held-out blocks (at most 4), Arenas' residual at 0"
+    if early:  # the control's condition is not met: nothing to decide the change on
+        ledger.untested("arenas_settled", f"the control's condition is not met: the residual had not faded (λ ≥ "
+                        f"{ARENAS_FADED:g}) at the last two evaluations of "
+                        + "; ".join(f"seed {r['seed']} (steps {r['steps']}, λ {r['lambda']})" for r in early), shown=shown)
+        return
+    ledger.record("arenas_settled", abs(worst["relative change"]), shown=shown, note=note)
 
 
 def record_claims(ledger: C.Ledger, results: dict) -> None:
@@ -124,7 +129,7 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
     * ``ptq_collapses`` (a check): 3:4 PTQ perplexity over full precision.
     * The accuracy rows by the one rule for noisy figures (:meth:`acl26.claims.Ledger.record_noisy`:
       the t-interval over seeds of the seed-paired ratio or difference with two or more seeds, else a
-      paired bootstrap over the first seed's validation blocks, else a point). Controls first:
+      paired bootstrap over the first seed's validation blocks; with neither, not testable here). Controls first:
       ``qat_separates`` (absmean ternary over full precision > 1) and ``arenas_settled``
       (:func:`_settled`); a claim whose controls do not all hold is not testable here. Each claim needs
       its own resolution (``needs``: :data:`PPL_RESOLUTION` of the perplexity ratios, :data:`RANK_RESOLUTION`
