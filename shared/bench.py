@@ -2,7 +2,8 @@
 
 A benchmark prints figures, it does not pass or fail a timed test: each chapter's
 ``benchmarks(quick)`` returns rows (medians, same-run ratios) and goals (target, measured, met),
-written atomically to ``book/executed/bench/<paper>.json`` with the machine it ran on and its
+written atomically to ``book/executed/bench/<paper>.json`` with the machine it ran on (its CPU model,
+SIMD level and a read-bandwidth probe taken just before that chapter's benchmarks: :func:`run_machine`) and its
 cache key (:func:`acl26.execution.bench_key`). With ``cached=True`` a chapter whose key matches its
 last file is not run again.
 """
@@ -18,8 +19,25 @@ from acl26 import io, machine as _machine, paths, registry
 
 
 def machine() -> dict:
-    """CPUs, CPU model, Python and platform (:func:`acl26.machine.describe`)."""
+    """CPUs, CPU model, SIMD level, Python and platform (:func:`acl26.machine.describe`)."""
     return _machine.describe()
+
+
+#: bytes the read-bandwidth probe streams (far beyond any cache), full and quick mode
+PROBE_BYTES = {False: 512 * 2**20, True: 128 * 2**20}
+
+
+def run_machine(quick: bool = False) -> dict:
+    """:func:`machine` with the streaming read bandwidth measured now
+    (:func:`acl26.kernels.ternary.read_bandwidth`, median and range of 7 passes over
+    :data:`PROBE_BYTES` on numba's threads): the figure a benchmark's bytes-per-second rows are read
+    against, taken in the same run because these machines are shared and noisy."""
+    from acl26.kernels import ternary as tn
+
+    bw = tn.read_bandwidth(PROBE_BYTES[bool(quick)])
+    return {**machine(), "read_gb_s": round(bw["gb_s"], 2),
+            "read_gb_s_range": [round(min(bw["runs"]), 2), round(max(bw["runs"]), 2)],
+            "probe_bytes": bw["bytes"], "probe_threads": bw["threads"]}
 
 
 def default_out() -> Path:
@@ -77,8 +95,9 @@ def run_benchmarks(papers: list[str] | None = None, *, quick: bool = False, out_
                 pass
         io.check_target(target, overwrite=replace)  # before the benchmark, not after it
         started = _dt.datetime.now(_dt.timezone.utc)
+        probed = run_machine(quick)
         result = ch.benchmarks(quick=quick, workers=workers) if parallel else ch.benchmarks(quick=quick)
-        result.update(paper=ch.id, quick=quick, machine=machine(), started=started.isoformat(timespec="seconds"),
+        result.update(paper=ch.id, quick=quick, machine=probed, started=started.isoformat(timespec="seconds"),
                       key=key)
         written.append(io.write_json(target, result, overwrite=replace))
         if statuses is not None:

@@ -61,6 +61,20 @@ def _number(value, fmt: str = "{:.4g}"):
     return value
 
 
+def machine_line(m: dict) -> str:
+    """The line above a benchmark's tables: the CPU model, its SIMD level and the read bandwidth probed in that
+    run (:func:`acl26.bench.run_machine`); "not recorded" for a field an older record lacks."""
+    bw, span = m.get("read_gb_s"), m.get("read_gb_s_range")
+    if isinstance(bw, _NUM) and not isinstance(bw, bool):
+        spread = (f", range {_number(span[0], '{:.1f}')}–{_number(span[1], '{:.1f}')}"
+                  if isinstance(span, list) and len(span) == 2 and all(isinstance(v, _NUM) for v in span) else "")
+        read = f"{_number(bw, '{:.1f}')} GB/s (probed in this run{spread})"
+    else:
+        read = "not recorded"
+    return (f"**Machine:** {_esc(m.get('cpu') or 'unknown CPU')}; SIMD: {_esc(m.get('simd') or 'not recorded')}; "
+            f"read bandwidth: {read}.")
+
+
 #: what each kind of file in ``book/executed`` must hold for the pages: key -> type (a tuple: any of them)
 _NUM = (int, float)
 _SCHEMAS = {
@@ -289,6 +303,7 @@ def generate(executed: Path, generated: Path, profile: str = "book", *, overwrit
         m = data["machine"]
         parts.append(f"Run {data['started']} on {m['cpus']} CPU(s) ({m.get('cpu') or 'unknown CPU'}), Python {m['python']}"
                      f"{' — quick mode' if data.get('quick') else ''}. {data.get('note', '')}\n")
+        parts.append(machine_line(m) + "\n")
         goals = [{**g, "met": {True: "yes", False: "no", None: "—"}[g["met"]]} for g in data["goals"]]
         parts.append("**Goals**\n\n" + table(goals, ["goal", "target", "measured", "met"]))
         rows = [{k: _number(v, "{:.2f}×" if k == "ratio" else "{:.4g}") for k, v in r.items()} for r in data["rows"]]

@@ -109,6 +109,22 @@ def test_performance_page_takes_rows_of_different_shapes(tmp_path):
     assert "| a | 0.001235 | 1.00× |" in page
     assert "| b | 0.5 | — | 1554 |" in page
     assert "mweights_per_s" in page and "skipped: memory" in page and "| c | — | 2.50× |" in page
+    assert "read bandwidth: not recorded" in page, "a record without a probe says so"
+
+
+def test_performance_page_shows_the_machine_of_each_record(tmp_path):
+    """CPU model, SIMD level and the read bandwidth probed in that run, above each chapter's tables."""
+    from acl26 import io
+
+    m = {"cpus": 2, "cpu": "Some CPU | 9", "simd": "AVX-512 (VNNI)", "python": "3.11", "platform": "x",
+         "read_gb_s": 38.96, "read_gb_s_range": [37.2, 40.04]}
+    data = {"title": "T", "started": "now", "machine": m, "goals": [], "rows": [{"benchmark": "a", "median_s": 1.0}]}
+    io.write_json(tmp_path / "executed" / "bench" / "sherry.json", data)
+    book.generate(tmp_path / "executed", tmp_path / "generated", profile="smoke")
+    page = (tmp_path / "generated" / "performance.md").read_text()
+    assert ("**Machine:** Some CPU \\| 9; SIMD: AVX-512 (VNNI); read bandwidth: 39.0 GB/s (probed in this run, "
+            "range 37.2–40.0).") in page
+    assert book.machine_line({"read_gb_s": "fast", "read_gb_s_range": [1]}).endswith("read bandwidth: not recorded.")
 
 
 def test_ledger_page_keeps_claims_facts_controls_and_checks_apart(tmp_path, monkeypatch):

@@ -51,6 +51,16 @@ def test_checks_name_the_argument_and_bound():
 def test_machine_describes_itself():
     d = machine.describe()
     assert d["cpus"] == machine.cpu_count() >= 1 and d["python"]
+    assert d["simd"] == machine.simd(machine.cpu_flags())
+
+
+def test_simd_names_the_widest_level_and_the_extensions():
+    assert machine.simd({"sse4_2", "avx2", "avx512f", "avx512bw", "avx512_vnni", "avx512vbmi"}) == \
+        "AVX-512 (BW, VNNI, VBMI)"
+    assert machine.simd({"sse4_2", "avx2", "avx_vnni"}) == "AVX2 (AVX-VNNI)"
+    assert machine.simd({"sse4_2"}) == "SSE4.2"
+    assert machine.simd({"sse2"}) == "below SSE4.2"
+    assert machine.simd(set()) == "unknown"
 
 
 def test_notebook_setup_validates_and_silences_only_known_noise(monkeypatch):
