@@ -6,19 +6,25 @@ processes, and the offsets mode against transformers' offset mapping, all in one
 order rotated every repeat; medians with their range over repeats, and same-run ratios (the
 parallel factor 1 -> N workers per repeat), written for the book's Performance page.
 
+Beside them, where it is installed (the ``[peers]`` extra), fastokens at 1 and N threads (:mod:`.peers`):
+an exact parallel tokenizer, a bench row and never a paper claim; its rotation slots are the same, its
+refusals of tokenizers it does not implement are what LoPT adds.
+
 N is 2 by default (this book's 2-core machine); ``acl26 bench lopt --workers N`` sets it, so that a
 many-core machine measures the paper's 4–6× (the chapter cannot: ``speedup_many_cores``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import time
 
 import numpy as np
 
 from acl26 import checks, stats, texts, timing, tokenization
 from acl26.papers.lopt import method as lopt
-from acl26.papers.lopt import spec
+from acl26.papers.lopt import peers, spec
 from acl26.papers.lopt.inputs import text_of_length
 
 DEFAULT_WORKERS = 2
@@ -33,13 +39,21 @@ def requested_workers(workers: int | None = None) -> int:
 def benchmarks(quick: bool = False, workers: int | None = None) -> dict:
     """The goals of the LoPT issue, measured: parallel factor, speed-ups, merge share, offsets mode, executors;
     LoPT with ``workers`` threads (and processes) against 1 worker and the sequential baselines
-    (:func:`requested_workers`)."""
+    (:func:`requested_workers`), and the peer fastokens at 1 and ``workers`` threads where it is installed."""
     w = requested_workers(workers)
+    with contextlib.ExitStack() as peer_processes:  # fastokens' processes stop however the benchmark ends
+        return _benchmarks(quick, w, peer_processes)
+
+
+def _benchmarks(quick: bool, w: int, peer_processes: contextlib.ExitStack) -> dict:
     n = 1_000_000 if quick else 10_000_000
     repeats = 2 if quick else 5
     base = texts.load("sotu")
     text = text_of_length(base, n)
     rows, goals = [], []
+    peer_missing = peers.missing()  # None, or the one line saying why fastokens' rows are skipped
+    if peer_missing:
+        goals.append(peers.skipped("every tokenizer", peer_missing))
     for tname in (["llama3"] if quick else ["llama3", "llama2"]):
         tok = tokenization.load(tname)
         bk = tokenization.backend(tok)
@@ -49,8 +63,15 @@ def benchmarks(quick: bool = False, workers: int | None = None) -> dict:
         ref = tok.encode(text, add_special_tokens=False)
         enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
         ref_off = np.asarray(enc["offset_mapping"], dtype=np.int64).reshape(-1, 2)
+        refused = None if peer_missing else peers.refusal(tok)  # fastokens' own reason, where it refuses tok
+        if refused:
+            goals.append(peers.skipped(tname, refused))
+        fast = {} if peer_missing or refused else {  # threads -> fastokens in its own process, warmed there
+            k: peer_processes.enter_context(peers.Peer(tok, text, ref, k)) for k in peers.thread_counts(w)}
         t: dict[str, list[float]] = {}
         merge_share, assemble_share, same = [], [], {"ids": True, "offsets": True}
+        fast_cpu: dict[str, list[float]] = {}
+        fast_same = [True]
 
         def timed(f):
             t0 = time.perf_counter()
@@ -88,8 +109,15 @@ def benchmarks(quick: bool = False, workers: int | None = None) -> dict:
             same["offsets"] &= ids == ref and np.array_equal(offs, ref_off)
             return st.time_total
 
+        def fast_run(threads):
+            dt, cpu_s, equal = fast[threads].run()
+            fast_same[0] &= equal
+            fast_cpu.setdefault(peers.key(threads), []).append(cpu_s)
+            return dt
+
         runs = {"hf": hf, "backend": backend, "w1": lambda: lopt_run(1), "w2": lambda: lopt_run(w),
-                "proc": lambda: lopt_run(w, "processes"), "hf_off": hf_off, "w2_off": lopt_off}
+                "proc": lambda: lopt_run(w, "processes"), "hf_off": hf_off, "w2_off": lopt_off,
+                **{peers.key(k): functools.partial(fast_run, k) for k in fast}}
         for order in timing.rotations(list(runs), repeats):  # the order rotates every repeat
             for name in order:
                 t.setdefault(name, []).append(runs[name]())
@@ -104,6 +132,11 @@ def benchmarks(quick: bool = False, workers: int | None = None) -> dict:
             ref_k = "hf_off" if k.endswith("_off") else "backend"
             rows.append(dict(benchmark=f"{tname}: {label}", chars=n, median_s=iv[k].estimate, min_s=iv[k].lo,
                              max_s=iv[k].hi, ratio=iv[ref_k].estimate / iv[k].estimate))
+        if fast:  # the peer beside LoPT with as many workers (1 worker: chunking alone)
+            rows += peers.rows(tname, n, t, fast_cpu, {k: "w1" if k == 1 else "w2" for k in fast},
+                               installed=peers.version())
+            for p in fast.values():
+                p.close()  # its copy of the text and ids is not needed for the next tokenizer
 
         # where the time goes (medians over repeats): the backend's encode (GIL released), Python around it
         # (GIL held), each worker's busy time, and the wall parts; with 2 workers the Python parts cannot
@@ -150,10 +183,17 @@ def benchmarks(quick: bool = False, workers: int | None = None) -> dict:
                            f"assembly {timing.median(assemble_share):.2%}"),
                  met=max(merge_share) <= 0.02),
         ]
+        if fast:
+            goals += peers.goals(tname, t, fast_same[0], w, "w2")
+    if not peer_missing:
+        goals.append(peers.coverage(spec.SPEC.profiles["book"]["tokenizers"]))
     return {"title": "LoPT: parallel tokenization", "chars": n, "repeats": repeats, "workers": w, "rows": rows,
             "goals": goals,
             "note": ("Medians and min–max over repeats; every method runs once per repeat, in an order that "
                      "rotates every repeat, in one process. ratio = the backend's own encode time over the row's "
                      "(offsets rows: HF's offset-mapping time over the row's). The parallel factor is LoPT's "
                      f"1-worker time over its {w}-thread time, per repeat. Text: State of the Union, first "
-                     + f"{n:,}" + " characters.")}
+                     + f"{n:,}" + " characters. fastokens (a peer where installed, never a paper claim) runs in a "
+                     "process of its own per thread count, timed there, its ids compared with tokenizer.encode "
+                     "in every run; vs_lopt = LoPT's time with as many workers over fastokens', per repeat "
+                     "(median; > 1: fastokens is faster); cpu_s = the CPU seconds of fastokens' process.")}
