@@ -552,3 +552,97 @@ def test_the_checkpoint_path_runs_olmoe_and_deepseek_v2(tmp_path, arch):
     ledger = C.Ledger("alloc_moe", "smoke", list(CHAPTER.claims))
     CHAPTER.record_claims(ledger, res)
     assert not ledger.missing()
+
+
+# --------------------------------------------------------------------------------------------
+# cached prefixes: the same figures as full forwards, bit for bit
+
+
+def _moefied(layers=4, moe_layers=(1, 2), shared=1, seed=0):  # 6 routed + 2 shared of 64 neurons
+    """A tiny LLaMA with MoEfied MLPs in ``moe_layers`` only (dense layers before, between and after)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from acl26.papers.alloc_moe import moefy
+
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    calib = torch.randint(0, 97, (4, 24), generator=torch.Generator().manual_seed(1))
+    moe = moefy(LlamaForCausalLM(cfg).eval(), 6, calib, top_k=4, n_shared=shared + 1, layers=list(moe_layers))
+    return moe.eval()
+
+
+def _policies(native):
+    L = len(native)
+    return [None, R.topk([2] * L), R.topk([native[0]] + [1] * (L - 1)), R.alloc_t([2] * L, 1), R.topp(0.6),
+            R.skip(0.3)]
+
+
+@pytest.mark.parametrize("make", [lambda: _moefied(), lambda: tiny_qwen3(layers=3, top_k=3, experts=6),
+                                  lambda: tiny_family("deepseek_v2")])
+def test_a_prefix_gives_the_full_forwards_figures_exactly(make):
+    model = make()
+    vocab = model.config.vocab_size
+    x = torch.randint(0, vocab, (5, 20), generator=torch.Generator().manual_seed(3))  # a short last batch
+    depths = allocation.moe_depths(model)
+    pre = allocation.capture_prefix(model, x, batch_blocks=2, starts=[depths[0]])
+    for pol in _policies(R.native_k(model)):
+        for per_token in (False, True):
+            want, c_want = allocation.evaluate(model, x, pol, batch_blocks=2, per_token=per_token)
+            got, c_got = allocation.evaluate(model, x, pol, batch_blocks=2, per_token=per_token, prefix=pre)
+            assert np.array_equal(got, want), (pol, np.abs(got - want).max())
+            assert c_got.per_layer() == c_want.per_layer()
+        if pol is not None:
+            assert allocation.measured_budget(model, x, pol, 2, prefix=pre) == allocation.measured_budget(model, x, pol, 2)
+    seg, _ = allocation.evaluate(model, x, None, batch_blocks=2, segment=7, prefix=pre)
+    assert np.array_equal(seg, allocation.evaluate(model, x, None, batch_blocks=2, segment=7)[0])
+
+
+@pytest.mark.parametrize("make", [lambda: _moefied(layers=5, moe_layers=(1, 2, 3)),
+                                  lambda: tiny_qwen3(layers=3, top_k=3, experts=6)])
+def test_the_profile_from_cached_prefixes_is_the_full_forwards_profile(make):
+    """Each layer's passes start at that layer, its shallower MoE layers' states cached at their native top-k."""
+    model = make()
+    calib = torch.randint(0, model.config.vocab_size, (3, 18), generator=torch.Generator().manual_seed(6))
+    native = R.native_k(model)
+    L = len(native)
+    want = np.full((L, max(native)), np.nan)
+    want_parts = np.full((L, max(native), 3 * 4), np.nan)  # 17 predicted tokens: segments of 5, 5, 5, 2
+    for i in range(L):
+        for k in range(1, native[i] + 1):
+            ks = [native[j] if j < i else 1 for j in range(L)]
+            ks[i] = k
+            want[i, k - 1] = np.exp(np.mean(allocation.evaluate(model, calib, R.topk(ks), batch_blocks=2)[0]))
+            want_parts[i, k - 1] = allocation.evaluate(model, calib, R.topk(ks), batch_blocks=2, segment=5)[0]
+    assert np.array_equal(allocation.profile_sensitivity(model, calib, batch_blocks=2, progress=False), want)
+    _, parts = allocation.profile_sensitivity(model, calib, batch_blocks=2, progress=False, segment=5)
+    assert np.array_equal(parts, want_parts)
+
+
+def test_a_prefix_is_refused_where_it_is_not_the_forwards_own():
+    model = _moefied(layers=4, moe_layers=(1, 2))
+    x = torch.randint(0, 97, (4, 16), generator=torch.Generator().manual_seed(2))
+    depths = allocation.moe_depths(model)
+    assert depths == [1, 2]
+    pre = allocation.capture_prefix(model, x, batch_blocks=2, starts=depths)
+    with pytest.raises(ValueError, match="changes a MoE layer before decoder layer 2"):
+        allocation.evaluate(model, x, R.topk([1, 1]), batch_blocks=2, prefix=pre, start=2)
+    with pytest.raises(ValueError, match="changes a MoE layer before"):
+        allocation.evaluate(model, x, R.topp(0.5), batch_blocks=2, prefix=pre, start=2)
+    with pytest.raises(ValueError, match="other blocks or batches"):
+        allocation.evaluate(model, x, None, batch_blocks=4, prefix=pre)
+    with pytest.raises(ValueError, match="other blocks or batches"):
+        allocation.evaluate(model, x.flip(0), None, batch_blocks=2, prefix=pre)
+    with pytest.raises(ValueError, match="not 3"):
+        allocation.evaluate(model, x, None, batch_blocks=2, prefix=pre, start=3)
+    with pytest.raises(ValueError, match="after the first"):
+        allocation.measured_budget(model, x, R.topp(0.5), 2,
+                                   prefix=allocation.capture_prefix(model, x, batch_blocks=2, starts=[2]))
+    with pytest.raises(ValueError, match="starts must be"):
+        allocation.capture_prefix(model, x, batch_blocks=2, starts=[4])
+    study.set_native_k(model, 3)
+    with pytest.raises(ValueError, match="native top-k"):
+        allocation.evaluate(model, x, None, batch_blocks=2, prefix=pre, start=2)
+    # at the first MoE layer the prefix is dense: a changed native top-k leaves it the forward's own
+    got = allocation.evaluate(model, x, None, batch_blocks=2, prefix=pre, start=1)[0]
+    assert np.array_equal(got, allocation.evaluate(model, x, None, batch_blocks=2)[0])

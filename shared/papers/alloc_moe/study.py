@@ -21,8 +21,8 @@ from acl26 import corpus as corpus_mod
 from acl26 import checks, models, zoo
 from acl26.papers.alloc_moe import routing as R
 from acl26.papers.alloc_moe import speed as moe_speed
-from acl26.papers.alloc_moe.allocation import (METHODS, allocate, evaluate, lexi_costs, match_threshold, methods_at,
-                                               profile_sensitivity, segment_weights)
+from acl26.papers.alloc_moe.allocation import (METHODS, allocate, capture_prefix, evaluate, lexi_costs, match_threshold,
+                                               methods_at, moe_depths, profile_sensitivity, segment_weights)
 from acl26.papers.alloc_moe.moefy import moefy
 from acl26.papers.alloc_moe.spec import check_below_native, nearest_half
 from acl26.papers.alloc_moe.tables import SEGMENT, log_profile, ppl, token_entropy
@@ -107,11 +107,13 @@ def choose_native_k(model, blocks: torch.Tensor, margin: float, *, batch_blocks:
     Sets the model's native top-k to the choice; returns it and one row per k tried."""
     E = min(R.num_experts(b) for b in R.moe_blocks(model))
     set_native_k(model, E)
-    ref = ppl(evaluate(model, blocks, None, batch_blocks=batch_blocks)[0])
+    # the layers before the first MoE one do not depend on k: computed once (allocation.capture_prefix)
+    pre = capture_prefix(model, blocks, batch_blocks=batch_blocks, starts=moe_depths(model)[:1])
+    ref = ppl(evaluate(model, blocks, None, batch_blocks=batch_blocks, prefix=pre)[0])
     rows, k = [{"k": E, "ppl": ref, "ratio to dense": 1.0, "within margin": True}], E
     for kk in range(E - 1, 0, -1):
         set_native_k(model, kk)
-        p = ppl(evaluate(model, blocks, None, batch_blocks=batch_blocks)[0])
+        p = ppl(evaluate(model, blocks, None, batch_blocks=batch_blocks, prefix=pre)[0])
         ok = p / ref <= 1 + margin
         rows.append({"k": kk, "ppl": p, "ratio to dense": p / ref, "within margin": ok})
         if not ok:
@@ -207,22 +209,28 @@ def run_grid(model, tx: dict, params: dict, *, progress: bool = True) -> dict:
     # the calib_matters control: the same profile on random token ids
     S_rand = profile_sensitivity(model, tx["random"], batch_blocks=bb, progress=progress)
     lexi = lexi_costs(model, samples=params["lexi_samples"])
-    full_nll, full_counter = evaluate(model, tx["eval"], None, batch_blocks=bb)
+    # every policy changes only the MoE layers: the layers before the first are computed once per set of blocks,
+    # and every score below is the full forward's, bit for bit (allocation.capture_prefix)
+    first = moe_depths(model)[:1]
+    pre = capture_prefix(model, tx["eval"], batch_blocks=bb, starts=first)
+    full_nll, full_counter = evaluate(model, tx["eval"], None, batch_blocks=bb, prefix=pre)
     out = {"native": native, "S": S, "S_parts": S_parts, "S_weights": segment_weights(calib.shape[1] - 1, SEGMENT, len(calib)),
            "S_alt": S_alt, "S_rand": S_rand, "lexi": lexi, "full_nll": full_nll,
            "full_budget": full_counter.experts_per_token(), "nll": {}, "counts": {}, "budget": {}, "alloc": {},
            "thresholds": {}, "load_sim": {}}
     match = tx[params["calib_source"]][: params["match_blocks"]]
+    match_pre = capture_prefix(model, match, batch_blocks=bb, starts=first)
     jobs = [(k, m) for k in params["budgets"] for m in METHODS]
     bar = tqdm(total=len(jobs), desc="methods x budgets", disable=not progress, leave=False)
     for k in params["budgets"]:
         th = {}
         for kind, name in (("topp", "top-p"), ("skip", "skip")):
-            th[name], _ = match_threshold(model, match, kind, k * L, iters=params["match_iters"], batch_blocks=bb)
+            th[name], _ = match_threshold(model, match, kind, k * L, iters=params["match_iters"], batch_blocks=bb,
+                                          prefix=match_pre)
         out["thresholds"][k] = th
         pols = methods_at(k, L, s_alloc=S, lexi=lexi, k_base=params["k_base"], thresholds=th)
         for m, pol in pols.items():
-            nll, counter = evaluate(model, tx["eval"], pol, batch_blocks=bb, per_token=(m == "alloc-t"))
+            nll, counter = evaluate(model, tx["eval"], pol, batch_blocks=bb, per_token=(m == "alloc-t"), prefix=pre)
             out["nll"][(k, m)] = nll
             out["budget"][(k, m)] = counter.experts_per_token()
             out["counts"][(k, m)] = counter.per_layer()
@@ -240,32 +248,32 @@ def run_grid(model, tx: dict, params: dict, *, progress: bool = True) -> dict:
     for kb in params["k_base_sweep"]:
         if kb > kh:
             continue
-        nll, _ = evaluate(model, tx["eval"], R.alloc_t([kh] * L, kb), batch_blocks=bb)
+        nll, _ = evaluate(model, tx["eval"], R.alloc_t([kh] * L, kb), batch_blocks=bb, prefix=pre)
         out["k_base"][kb] = nll
     al_alt = allocate(S_alt, kh * L)
     out["alloc_alt"] = al_alt
-    out["nll_alt"] = _alloc_l_nll(model, tx["eval"], al_alt, al, out["nll"][(kh, "alloc-l")], bb)
+    out["nll_alt"] = _alloc_l_nll(model, tx["eval"], al_alt, al, out["nll"][(kh, "alloc-l")], bb, pre)
     # a labelled deviation (issue 40, point 7; no claim reads it): the same DP over log S, the sum of log-perplexities
     al_log = allocate(log_profile(S), kh * L)
     out["alloc_log"] = al_log
-    out["nll_log"] = _alloc_l_nll(model, tx["eval"], al_log, al, out["nll"][(kh, "alloc-l")], bb)
+    out["nll_log"] = _alloc_l_nll(model, tx["eval"], al_log, al, out["nll"][(kh, "alloc-l")], bb, pre)
     al_rand = allocate(S_rand, kh * L)
     out["alloc_rand"] = al_rand
-    out["nll_rand"] = _alloc_l_nll(model, tx["eval"], al_rand, al, out["nll"][(kh, "alloc-l")], bb)
+    out["nll_rand"] = _alloc_l_nll(model, tx["eval"], al_rand, al, out["nll"][(kh, "alloc-l")], bb, pre)
     # the experts_matter control: uniform top-1 against the native top-k (already scored if 1 is a budget)
     out["top1_nll"] = out["nll"][(1, "uniform")] if (1, "uniform") in out["nll"] else \
-        evaluate(model, tx["eval"], R.topk([1] * L), batch_blocks=bb)[0]
+        evaluate(model, tx["eval"], R.topk([1] * L), batch_blocks=bb, prefix=pre)[0]
     out["alloc_main"] = al
     out["seconds"] = time.perf_counter() - t0
     return out
 
 
 
-def _alloc_l_nll(model, blocks, ks, main_ks, main_nll, batch_blocks):
+def _alloc_l_nll(model, blocks, ks, main_ks, main_nll, batch_blocks, prefix=None):
     """Per-block NLLs of Alloc-L at allocation ``ks``; the main allocation's when it is the same one."""
     if list(ks) == list(main_ks):
         return np.array(main_nll, copy=True)
-    return evaluate(model, blocks, R.topk(ks), batch_blocks=batch_blocks)[0]
+    return evaluate(model, blocks, R.topk(ks), batch_blocks=batch_blocks, prefix=prefix)[0]
 
 
 # --------------------------------------------------------------------------------------------
@@ -278,12 +286,14 @@ def headline_seed(model, tx: dict, params: dict, progress: bool = True) -> dict:
     native = R.native_k(model)
     L = len(native)
     kh = half_budget(params, min(native))
-    S = profile_sensitivity(model, tx[params["calib_source"]], batch_blocks=params["batch_blocks"], progress=progress)
+    bb = params["batch_blocks"]
+    S = profile_sensitivity(model, tx[params["calib_source"]], batch_blocks=bb, progress=progress)
     al = allocate(S, kh * L)
-    u, _ = evaluate(model, tx["eval"], R.topk([kh] * L), batch_blocks=params["batch_blocks"])
-    lt, _ = evaluate(model, tx["eval"], R.alloc_t(al, min(params["k_base"], min(al))), batch_blocks=params["batch_blocks"])
-    full, _ = evaluate(model, tx["eval"], None, batch_blocks=params["batch_blocks"])
-    top1, _ = evaluate(model, tx["eval"], R.topk([1] * L), batch_blocks=params["batch_blocks"])
+    pre = capture_prefix(model, tx["eval"], batch_blocks=bb, starts=moe_depths(model)[:1])
+    u, _ = evaluate(model, tx["eval"], R.topk([kh] * L), batch_blocks=bb, prefix=pre)
+    lt, _ = evaluate(model, tx["eval"], R.alloc_t(al, min(params["k_base"], min(al))), batch_blocks=bb, prefix=pre)
+    full, _ = evaluate(model, tx["eval"], None, batch_blocks=bb, prefix=pre)
+    top1, _ = evaluate(model, tx["eval"], R.topk([1] * L), batch_blocks=bb, prefix=pre)
     return {"uniform": u, "alloc-l+t": lt, "full": full, "top1": top1, "alloc": al}
 
 
