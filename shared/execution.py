@@ -70,9 +70,14 @@ def source_digest(chapter_id: str | None = None, kernels: tuple[str, ...] | None
     return h.hexdigest()
 
 
-def package_versions() -> dict[str, str]:
+#: optional peers some benchmarks time when installed (the ``peers`` extra): part of every benchmark's key, so
+#: installing or removing one runs the benchmarks again (not part of the notebooks' keys: no notebook uses them)
+BENCH_PEERS = ("fastokens",)
+
+
+def package_versions(names=PACKAGES) -> dict[str, str]:
     out = {}
-    for name in PACKAGES:
+    for name in names:
         try:
             out[name] = md.version(name)
         except md.PackageNotFoundError:
@@ -112,7 +117,8 @@ def _source(chapter) -> str:
 def bench_key(chapter, quick: bool, workers: int | None = None) -> str:
     """The cache key of ``chapter``'s benchmarks (``workers``: the worker count asked for, where one was)."""
     what = {"kind": "bench", "chapter": chapter.id, "quick": bool(quick), "source": _source(chapter),
-            "assets": _asset_entries(chapter.assets), "packages": package_versions()}
+            "assets": _asset_entries(chapter.assets), "packages": package_versions(),
+            "peers": package_versions(BENCH_PEERS)}
     if workers is not None:  # the default run keeps its key
         what["workers"] = int(workers)
     return _digest(what)

@@ -252,6 +252,27 @@ def test_bench_workers_reaches_the_lopt_benchmark(capsys, monkeypatch, tmp_path)
     assert execution.bench_key(ch, True, 6) != execution.bench_key(ch, True) == execution.bench_key(ch, True, None)
 
 
+
+def test_an_optional_peer_installed_or_removed_changes_the_bench_key(monkeypatch):
+    """A cached benchmark file made without fastokens is not kept once it is installed (and back)."""
+    from acl26 import execution
+
+    ch = registry.get("lopt")
+    before = execution.bench_key(ch, True)
+    installed = execution.package_versions(("fastokens",))["fastokens"] != "not installed"
+    real = execution.md.version
+
+    def flipped(name):
+        if name != "fastokens":
+            return real(name)
+        if installed:
+            raise execution.md.PackageNotFoundError(name)
+        return "9.9.9"
+
+    monkeypatch.setattr(execution.md, "version", flipped)
+    assert execution.bench_key(ch, True) != before
+
+
 def test_bench_workers_for_benchmarks_that_run_none_is_refused(capsys, monkeypatch, tmp_path):
     from acl26 import bench
 
