@@ -4,7 +4,8 @@ ggml has two ternary types: TQ2_0 (2.0625 bits per weight; 2-bit codes decoded a
 directly, the same kind of kernel as bitnet.cpp's I2_S) and TQ1_0 (1.6875 bits; 5 trits per byte).
 :func:`build` compiles llama.cpp from the sources vendored in the ``llama-cpp-python`` sdist (the
 ``llamacpp-src`` asset, pinned by sha256) with cmake, once, into ``$ACL26_CACHE/llamacpp/``; it
-needs cmake, a C++ compiler and ninja or make, and takes a few minutes on 2 cores.
+needs cmake, a C++ compiler and ninja or make, and takes a few minutes on 2 cores. The build itself
+is :mod:`.forks`' (:data:`LLAMACPP`), shared with ik_llama.cpp's (:mod:`.ikllama`).
 :func:`mul_mat_perf` runs ``test-backend-ops perf`` on MUL_MAT cases of the chosen types and any
 shape (e.g. 4096 x 4096, one activation vector), written to a test file, and returns microseconds
 per run. ``test-backend-ops`` runs the CPU backend on half the machine's cores (its ``N_THREADS / 2``,
@@ -21,13 +22,13 @@ import hashlib
 import logging
 import os
 import re
-import shutil
 import subprocess
 import time
 from pathlib import Path
 
 from acl26 import assets, checks, io, machine, paths
-from acl26.errors import RunError
+from acl26.papers.sherry import forks
+from acl26.papers.sherry.forks import Fork, PeerMissing
 
 log = logging.getLogger(__name__)
 
@@ -42,15 +43,19 @@ CMAKE_FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON", "-DLLAMA_CURL=O
                "-DLLAMA_USE_PREBUILT_UI=OFF", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_OPENMP=OFF")
 
 
-class LlamaCppMissing(RunError):
+class LlamaCppMissing(PeerMissing):
     """llama.cpp is not built here (or cannot be); the CLI shows it as a one-line error."""
+
+
+#: what :func:`build` builds (:class:`~acl26.papers.sherry.forks.Fork`, shared with ik_llama.cpp's build)
+LLAMACPP = Fork(name="llama.cpp", cache="llamacpp", asset=ASSET, source=SOURCE, targets=TARGETS, flags=CMAKE_FLAGS,
+                error=LlamaCppMissing)
+tools_missing = forks.tools_missing
 
 
 def build_dir() -> Path:
     """Where this machine's build lives: keyed by the source's hash, the flags and the CPU."""
-    sha = assets.load_manifest()[ASSET].sha256
-    key = hashlib.sha256("\0".join([sha, *CMAKE_FLAGS, machine.cpu_model()]).encode()).hexdigest()[:12]
-    return paths.cache_dir() / "llamacpp" / key
+    return LLAMACPP.build_dir()
 
 
 def binary(name: str) -> Path:
@@ -63,51 +68,12 @@ def available() -> bool:
 
 def require() -> None:
     if not available():
-        raise LlamaCppMissing("llama.cpp is not built here: run `acl26 prepare sherry` (needs cmake, a C++ "
-                              "compiler and ninja or make; a few minutes once, then cached)")
-
-
-def tools_missing() -> list[str]:
-    """The build tools that are not on PATH (cmake, a C++ compiler, ninja or make)."""
-    missing = [] if shutil.which("cmake") else ["cmake"]
-    if not (shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")):
-        missing.append("a C++ compiler")
-    if not (shutil.which("ninja") or shutil.which("make")):
-        missing.append("ninja or make")
-    return missing
+        raise LlamaCppMissing(LLAMACPP.missing_message())
 
 
 def build(*, jobs: int | None = None, force: bool = False) -> Path:
     """Build :data:`TARGETS` once into :func:`build_dir` (atomically: a failed build leaves nothing)."""
-    final = build_dir()
-    if available() and not force:
-        return final
-    missing = tools_missing()
-    if missing:
-        raise LlamaCppMissing(f"cannot build llama.cpp: {', '.join(missing)} not found")
-    io.check_target(final, kind="folder", overwrite=force)  # before the build
-    src = assets.path(ASSET) / SOURCE
-    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-    jobs = machine.cpu_count() if jobs is None else checks.integer("jobs", jobs, 1)
-    with io.atomic_dir(final, overwrite=force, inputs=(src,)) as tmp:
-        work = tmp / "build"
-        cmds = [["cmake", "-S", str(src), "-B", str(work), *generator, *CMAKE_FLAGS],
-                ["cmake", "--build", str(work), "-j", str(jobs), "--target", *TARGETS]]
-        for cmd in cmds:
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode != 0:
-                tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-                raise LlamaCppMissing(f"llama.cpp build failed ({' '.join(cmd[:2])}, exit {proc.returncode}):\n{tail}")
-        (tmp / "bin").mkdir()
-        for t in TARGETS:
-            found = next((p for p in work.rglob(t) if p.is_file() and os.access(p, os.X_OK)), None)
-            if found is None:
-                raise LlamaCppMissing(f"llama.cpp build finished but {t} was not produced")
-            shutil.copy2(found, tmp / "bin" / t)
-        shutil.rmtree(work)
-        io.write_json(tmp / "build.json", {"flags": list(CMAKE_FLAGS), "cpu": machine.cpu_model(),
-                                           "source": assets.load_manifest()[ASSET].spec})
-    return final
+    return forks.build(LLAMACPP, build_dir(), done=available() and not force, jobs=jobs, force=force)
 
 
 def prepare(force: bool = False) -> str | None:

@@ -1,0 +1,173 @@
+"""ik_llama.cpp as Sherry's second peer: its asset and build description, a clear refusal where it is not
+built or cannot be, its bench output and GGUF files read right, and (where it is built) its BitNet types
+quantized from our random ternary GGUF and decoded by its own llama-bench."""
+
+import hashlib
+import json
+
+import pytest
+
+from acl26 import assets, machine
+from acl26.papers.sherry import bench, forks, ikllama, llamacpp
+
+
+def test_asset_pins_the_sdist_and_vendors_only_the_sources():
+    a = assets.load_manifest()[ikllama.ASSET]
+    assert (a.registry, a.package, a.version, a.kind) == ("pypi", "ik-llama-cpp-python", "0.1.5", "sdist")
+    assert a.sha256 == "33c67eb99e4dcab5e611050433243815709b8b3067753f9ce18375013cf002ad"
+    assert a.license == "MIT" and a.file == "ik_llama_cpp_python-0.1.5.tar.gz"
+    assert all(p.startswith(ikllama.SOURCE + "/") for p in a.paths)
+    # the build's inputs, and not the 47 MB of vocabularies and test models
+    assert {p.removeprefix(ikllama.SOURCE + "/") for p in a.paths} >= {"CMakeLists.txt", "ggml/*", "src/*", "examples/*"}
+    assert not any("models" in p for p in a.paths)
+
+
+def test_forks_share_one_build_description(monkeypatch, tmp_path):
+    monkeypatch.setenv("ACL26_CACHE", str(tmp_path))
+    for mod, fork in ((llamacpp, llamacpp.LLAMACPP), (ikllama, ikllama.IKLLAMA)):
+        assert (fork.asset, fork.source, fork.targets, fork.flags) == (mod.ASSET, mod.SOURCE, mod.TARGETS, mod.CMAKE_FLAGS)
+        assert "-DGGML_NATIVE=ON" in fork.flags and issubclass(fork.error, forks.PeerMissing)
+        assert mod.build_dir() == fork.build_dir() and mod.build_dir().parent == tmp_path / fork.cache
+    # llama.cpp's cache key is what it was before the build was shared (an existing build stays valid)
+    sha = assets.load_manifest()[llamacpp.ASSET].sha256
+    key = hashlib.sha256("\0".join([sha, *llamacpp.CMAKE_FLAGS, machine.cpu_model()]).encode()).hexdigest()[:12]
+    assert llamacpp.build_dir().name == key
+    assert ikllama.build_dir().parent != llamacpp.build_dir().parent
+    assert ikllama.TARGETS == ("llama-quantize", "llama-bench")
+    assert issubclass(ikllama.IkLlamaMissing, llamacpp.LlamaCppMissing)
+
+
+def test_missing_build_says_how_to_build(monkeypatch, tmp_path):
+    monkeypatch.setenv("ACL26_CACHE", str(tmp_path))
+    assert not ikllama.available()
+    with pytest.raises(ikllama.IkLlamaMissing, match="ik_llama.cpp is not built here.*acl26 prepare sherry"):
+        ikllama.require()
+    with pytest.raises(ikllama.IkLlamaMissing, match="acl26 prepare sherry"):
+        ikllama.bench_decode(tmp_path / "m.gguf", tokens=2, depth=0, threads=1)
+
+
+def test_build_refuses_in_one_line_without_build_tools(monkeypatch, tmp_path):
+    monkeypatch.setenv("ACL26_CACHE", str(tmp_path))
+    monkeypatch.setattr(forks.shutil, "which", lambda name: None)
+    monkeypatch.setattr(forks.subprocess, "run", lambda *a, **k: pytest.fail("built without the tools"))
+    assert forks.tools_missing() == ["cmake", "a C++ compiler", "ninja or make"]
+    with pytest.raises(ikllama.IkLlamaMissing, match=r"^cannot build ik_llama.cpp: cmake, a C\+\+ compiler, ninja or make not found$"):
+        ikllama.build()
+    with pytest.raises(llamacpp.LlamaCppMissing, match="^cannot build llama.cpp: cmake"):
+        llamacpp.build()
+    # the chapter's hook tries both and says, in one line, that neither could be built
+    with pytest.raises(forks.PeerMissing) as exc:
+        ikllama.prepare_peers()
+    assert "llama.cpp: cmake" in str(exc.value) and "ik_llama.cpp: cmake" in str(exc.value)
+    assert "\n" not in str(exc.value)
+    assert not (tmp_path / "ikllama").exists() or not any((tmp_path / "ikllama").iterdir())
+
+
+def test_prepare_hook_builds_both_forks(monkeypatch):
+    from acl26.papers import sherry
+
+    assert sherry.CHAPTER.prepare is ikllama.prepare_peers
+    calls = []
+    monkeypatch.setattr(llamacpp, "prepare", lambda force=False: calls.append(("llama.cpp", force)) or None)
+    monkeypatch.setattr(ikllama, "prepare", lambda force=False: calls.append(("ik", force)) or "ik built")
+    # prepare_peers looks both hooks up when it runs
+    assert ikllama.prepare_peers(True) == "ik built" and calls == [("llama.cpp", True), ("ik", True)]
+
+
+BENCH_JSON = """build: 0 (unknown) with cc for x86_64-linux-gnu
+[
+  {
+    "build_commit": "unknown",
+    "model_type": "llama ?B IQ2_BN - 2.00 bpw Bitnet",
+    "n_prompt": 64,
+    "n_gen": 16,
+    "test_time": "2026-12-06T21:40:00Z",
+    "avg_ns": 280000000,
+    "avg_ts": 57.1,
+    "samples_ns": [ 281000000, 279000000 ],
+    "samples_ts": [ 56.9, 57.3 ]
+  }
+]
+"""
+
+
+def test_bench_json_gives_the_generation_after_the_prompt():
+    recs = ikllama.parse_bench(BENCH_JSON)
+    assert ikllama.decode_samples(recs, tokens=16, depth=64) == [56.9, 57.3]
+    with pytest.raises(ikllama.IkLlamaMissing, match="no decode test of 16 tokens after 0"):
+        ikllama.decode_samples(recs, tokens=16, depth=0)
+    assert json.loads(BENCH_JSON[BENCH_JSON.index("["):])[0]["n_gen"] == 16
+
+
+def test_peers_and_shapes():
+    from acl26.papers.sherry.decoder import Shape
+
+    assert {q for _, q, _ in ikllama.PEERS.values()} == {"IQ2_BN", "IQ2_BN_R4", "IQ1_BN"}
+    assert {h for _, _, h in ikllama.PEERS.values()} == set(llamacpp.HEAD_TYPES)
+    assert set(bench.IK_PEERS) <= set(ikllama.PEERS) and set(bench.IK_WITH_LLAMACPP) <= set(llamacpp.PEERS)
+    for shape in ("tiny", "bitnet-0.7b", "llama-3.2-1b"):  # tiny's MLP (704) is 11 blocks of 64, not of 256
+        assert all(ikllama.peer_skip_reason(shape, k) is None for k in ikllama.PEERS)
+    assert "blocks of 64" in ikllama.peer_skip_reason(Shape("odd", 256, 720, 2, 4, 2, 1000), "ik-iq2_bn")
+    assert "max_gb" in ikllama.peer_skip_reason("llama-3.2-1b", "ik-iq1_bn", max_gb=0.5)
+    with pytest.raises(ValueError, match="unknown ik_llama.cpp peer"):
+        ikllama.check_peer("ik-tq2_0")
+    with pytest.raises(ValueError, match="head"):
+        ikllama.quantize(None, None, "IQ2_BN", head="bf16")
+
+
+def test_decode_rows_are_skipped_saying_why_where_not_built(monkeypatch, tmp_path):
+    monkeypatch.setenv("ACL26_CACHE", str(tmp_path))
+    rows = ikllama.decode_rows("tiny", ["ik-iq2_bn", "ik-iq1_bn-q8head"], tokens=2, context=4, repeats=1, threads=1,
+                               llamacpp_peers=["ggml-tq2_0"])
+    assert [r["format"] for r in rows] == ["ik-iq2_bn", "ik-iq1_bn-q8head", "ggml-tq2_0"]
+    assert all(r["status"] == "skipped" and "acl26 prepare sherry" in r["reason"] and r["decode_tok_s"] is None
+               for r in rows)
+    assert [r["engine"] for r in rows] == ["ik_llama.cpp", "ik_llama.cpp", "llama.cpp"]
+    assert rows[1]["head"] == "q8_0" and rows[0]["activations"] == "int8 (Q8_K64)"
+
+
+def test_fastest_peer_is_like_for_like():
+    rows = [dict(shape="s", format="ggml-tq2_0", peer=True, head="f16", status="ok", decode_tok_s=50.0),
+            dict(shape="s", format="ik-iq2_bn", peer=True, head="f16", status="ok", decode_tok_s=60.0),
+            dict(shape="s", format="ik-iq2_bn-q8head", peer=True, head="q8_0", status="ok", decode_tok_s=70.0),
+            dict(shape="s", format="ik-iq1_bn", peer=True, head="f16", status="skipped", decode_tok_s=None),
+            dict(shape="t", format="ik-iq2_bn", peer=True, head="f16", status="ok", decode_tok_s=90.0),
+            dict(shape="s", format="sherry", head="bf16", status="ok", decode_tok_s=100.0)]
+    assert bench.fastest_peer(rows, "s", "f16")["format"] == "ik-iq2_bn"
+    assert bench.fastest_peer(rows, "s", "q8_0")["format"] == "ik-iq2_bn-q8head"
+    assert bench.fastest_peer(rows, "u", "f16") is None
+
+
+def test_gguf_sizes_read_without_gguf_py(tmp_path):
+    """ik_llama.cpp's types are past gguf-py's numbering, so its files are read by our own header parser; on a
+    file gguf-py can read, both agree."""
+    path = llamacpp.write_gguf("tiny", tmp_path / "tiny.gguf")
+    ours, theirs = ikllama.gguf_sizes(path), llamacpp.gguf_sizes(path)
+    assert ours == theirs
+
+
+@pytest.mark.assets
+def test_type_numbers_match_the_vendored_header():
+    import re
+
+    if not assets.is_cached(assets.load_manifest()[ikllama.ASSET]):
+        pytest.skip("the ikllama-src asset is not fetched (acl26 fetch)")
+    header = (assets.path(ikllama.ASSET) / ikllama.SOURCE / "ggml" / "include" / "ggml.h").read_text()
+    for name, number in ikllama._IK_TYPES.items():
+        assert re.search(rf"GGML_TYPE_{name}\s*=\s*{number},", header), name
+
+
+@pytest.mark.slow
+def test_bitnet_types_quantized_from_our_gguf_and_decoded(monkeypatch, tmp_path):
+    if not ikllama.available():
+        pytest.skip("ik_llama.cpp is not built here: `acl26 prepare sherry` (make book builds it)")
+    from acl26.papers.sherry.decoder import Shape
+
+    s = Shape("t", 256, 512, 2, 4, 2, 1000)
+    monkeypatch.setattr(ikllama, "gguf_dir", lambda shape, seed=0: tmp_path / "ik")
+    monkeypatch.setattr(llamacpp, "gguf_dir", lambda shape, seed=0: tmp_path / "ggml")
+    for key in ("ik-iq2_bn", "ik-iq2_bn_r4-q8head", "ik-iq1_bn"):
+        path = ikllama.gguf_model(s, key)
+        z = ikllama.gguf_sizes(path)
+        assert z["types"] == [ikllama.PEERS[key][1]] and z["embedding_types"] == [ikllama.PEERS[key][2].upper()]
+        assert all(v > 0 for v in ikllama.bench_decode(path, tokens=4, depth=8, threads=1, repetitions=2))
