@@ -36,11 +36,7 @@ def _rank_ratio_inputs(results: dict, a: str, b: str, key: str = RANK) -> dict |
     snapshots of training): per seed where two or more seeds have both (seeds paired), else a paired
     bootstrap over the first seed's snapshots (``rank_snapshots``, dL/dX's: the same layers at the same steps
     in every variant), and the ratio of the means over everything; None where either variant has no finite rank."""
-    acc: dict = {}
-    for row in results.get("trapping") or []:
-        if np.isfinite(row.get(key, np.nan)):
-            acc.setdefault((row["variant"], row.get("seed")), []).append(row[key])
-    per = {k: float(np.mean(v)) for k, v in acc.items()}
+    per = _trapping_means(results, key, lambda row: (row["variant"], row.get("seed")))
     if not {a, b} <= {v for v, _ in per}:
         return None
     seeds = sorted(({s for v, s in per if v == a} & {s for v, s in per if v == b}) - {None}, key=str)
@@ -53,13 +49,18 @@ def _rank_ratio_inputs(results: dict, a: str, b: str, key: str = RANK) -> dict |
                 paired=paired, point=mean[a] / mean[b], statistic="ratio_of_means", means=mean, unit="snapshots")
 
 
-def _variant_means(results: dict, key: str) -> dict[str, float]:
-    """The mean of a trapping statistic per variant, over its tracked layers and seeds (NaN left out)."""
+def _trapping_means(results: dict, key: str, group) -> dict:
+    """The mean of a trapping statistic ``key`` over the rows of each ``group(row)`` (NaN left out)."""
     acc: dict = {}
     for row in results.get("trapping") or []:
         if np.isfinite(row.get(key, np.nan)):
-            acc.setdefault(row["variant"], []).append(row[key])
-    return {v: float(np.mean(x)) for v, x in acc.items()}
+            acc.setdefault(group(row), []).append(row[key])
+    return {g: float(np.mean(x)) for g, x in acc.items()}
+
+
+def _variant_means(results: dict, key: str) -> dict[str, float]:
+    """The mean of a trapping statistic per variant, over its tracked layers and seeds (NaN left out)."""
+    return _trapping_means(results, key, lambda row: row["variant"])
 
 
 def _noisy(inputs: dict):
