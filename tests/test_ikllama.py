@@ -34,6 +34,11 @@ def test_forks_share_one_build_description(monkeypatch, tmp_path):
     assert llamacpp.build_dir().name == key
     assert ikllama.build_dir().parent != llamacpp.build_dir().parent
     assert ikllama.TARGETS == ("llama-quantize", "llama-bench")
+    # the sdist lacks the script that writes common/build-info.cpp: the build writes it into its own copy
+    assert llamacpp.LLAMACPP.overlay == () and [r for r, _ in ikllama.IKLLAMA.overlay] == ["common/cmake/build-info-gen-cpp.cmake"]
+    from dataclasses import replace
+
+    assert replace(ikllama.IKLLAMA, overlay=()).build_dir() != ikllama.build_dir()
     assert issubclass(ikllama.IkLlamaMissing, llamacpp.LlamaCppMissing)
 
 

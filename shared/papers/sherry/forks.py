@@ -50,11 +50,15 @@ class Fork:
     targets: tuple[str, ...]
     flags: tuple[str, ...]
     error: type[RunError] = PeerMissing
+    #: files the vendored sources lack, as ``(path inside the sources, text)``: written into a private copy
+    #: of the sources that the build then uses (the cached asset is never changed)
+    overlay: tuple[tuple[str, str], ...] = ()
 
     def build_dir(self) -> Path:
-        """Where this machine's build lives: keyed by the source's hash, the flags and the CPU."""
+        """Where this machine's build lives: keyed by the source's hash, the flags, the overlay and the CPU."""
         sha = assets.load_manifest()[self.asset].sha256
-        key = hashlib.sha256("\0".join([sha, *self.flags, machine.cpu_model()]).encode()).hexdigest()[:12]
+        extra = [f"{rel}\0{text}" for rel, text in self.overlay]
+        key = hashlib.sha256("\0".join([sha, *self.flags, *extra, machine.cpu_model()]).encode()).hexdigest()[:12]
         return paths.cache_dir() / self.cache / key
 
     def source_dir(self) -> Path:
@@ -94,6 +98,12 @@ def build(fork: Fork, final: Path, *, done: bool, jobs: int | None = None, force
     jobs = machine.cpu_count() if jobs is None else checks.integer("jobs", jobs, 1)
     with io.atomic_dir(final, overwrite=force, inputs=(src,)) as tmp:
         work = tmp / "build"
+        if fork.overlay:  # a private copy of the sources, completed
+            shutil.copytree(src, tmp / "src", symlinks=True)
+            src = tmp / "src"
+            for rel, text in fork.overlay:
+                (src / rel).parent.mkdir(parents=True, exist_ok=True)
+                (src / rel).write_text(text)
         cmds = [["cmake", "-S", str(src), "-B", str(work), *generator, *fork.flags],
                 ["cmake", "--build", str(work), "-j", str(jobs), "--target", *fork.targets]]
         for cmd in cmds:
@@ -108,7 +118,9 @@ def build(fork: Fork, final: Path, *, done: bool, jobs: int | None = None, force
                 raise fork.error(f"{fork.name} build finished but {t} was not produced")
             shutil.copy2(found, tmp / "bin" / t)
         shutil.rmtree(work)
+        if fork.overlay:
+            shutil.rmtree(tmp / "src")
         io.write_json(tmp / "build.json", {"flags": list(fork.flags), "cpu": machine.cpu_model(),
                                            "source": assets.load_manifest()[fork.asset].spec,
-                                           "targets": list(fork.targets)})
+                                           "targets": list(fork.targets), "overlay": [rel for rel, _ in fork.overlay]})
     return final

@@ -45,12 +45,19 @@ CMAKE_FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON", "-DLLAMA_CURL=O
                "-DGGML_OPENMP=OFF", "-DGGML_IQK_FA_ALL_QUANTS=OFF")
 
 
+#: the sdist lacks ``common/cmake/build-info-gen-cpp.cmake``, the script that writes ``common/build-info.cpp``
+#: (the build's version string) from its template; these two lines do what it does
+BUILD_INFO_SCRIPT = ("include(${CMAKE_CURRENT_SOURCE_DIR}/cmake/build-info.cmake)\n"
+                     "configure_file(${CMAKE_CURRENT_SOURCE_DIR}/common/build-info.cpp.in "
+                     "${CMAKE_CURRENT_SOURCE_DIR}/common/build-info.cpp)\n")
+
+
 class IkLlamaMissing(llamacpp.LlamaCppMissing):
     """ik_llama.cpp is not built here (or cannot be); the CLI shows it as a one-line error."""
 
 
 IKLLAMA = Fork(name="ik_llama.cpp", cache="ikllama", asset=ASSET, source=SOURCE, targets=TARGETS, flags=CMAKE_FLAGS,
-               error=IkLlamaMissing)
+               error=IkLlamaMissing, overlay=(("common/cmake/build-info-gen-cpp.cmake", BUILD_INFO_SCRIPT),))
 tools_missing = forks.tools_missing
 
 
