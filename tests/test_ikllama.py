@@ -110,9 +110,11 @@ def test_peers_and_shapes():
     assert {q for _, q, _ in ikllama.PEERS.values()} == {"IQ2_BN", "IQ2_BN_R4", "IQ1_BN"}
     assert {h for _, _, h in ikllama.PEERS.values()} == set(llamacpp.HEAD_TYPES)
     assert set(bench.IK_PEERS) <= set(ikllama.PEERS) and set(bench.IK_WITH_LLAMACPP) <= set(llamacpp.PEERS)
-    for shape in ("tiny", "bitnet-0.7b", "llama-3.2-1b"):  # tiny's MLP (704) is 11 blocks of 64, not of 256
+    for shape in ("bitnet-0.7b", "llama-3.2-1b", Shape("t", 512, 576, 2, 4, 2, 1000)):
         assert all(ikllama.peer_skip_reason(shape, k) is None for k in ikllama.PEERS)
-    assert "blocks of 64" in ikllama.peer_skip_reason(Shape("odd", 256, 720, 2, 4, 2, 1000), "ik-iq2_bn")
+    assert "blocks of 64" in ikllama.peer_skip_reason(Shape("odd", 512, 720, 2, 4, 2, 1000), "ik-iq2_bn")
+    # its 8-bit activation rows are at least 512 long (ik_llama.cpp aborts on shorter ones)
+    assert "at least 512" in ikllama.peer_skip_reason("tiny", "ik-iq2_bn") and "hidden 256 is" in ikllama.peer_skip_reason("tiny", "ik-iq1_bn")
     assert "max_gb" in ikllama.peer_skip_reason("llama-3.2-1b", "ik-iq1_bn", max_gb=0.5)
     with pytest.raises(ValueError, match="unknown ik_llama.cpp peer"):
         ikllama.check_peer("ik-tq2_0")
@@ -122,7 +124,7 @@ def test_peers_and_shapes():
 
 def test_decode_rows_are_skipped_saying_why_where_not_built(monkeypatch, tmp_path):
     monkeypatch.setenv("ACL26_CACHE", str(tmp_path))
-    rows = ikllama.decode_rows("tiny", ["ik-iq2_bn", "ik-iq1_bn-q8head"], tokens=2, context=4, repeats=1, threads=1,
+    rows = ikllama.decode_rows("bitnet-0.7b", ["ik-iq2_bn", "ik-iq1_bn-q8head"], tokens=2, context=4, repeats=1, threads=1,
                                llamacpp_peers=["ggml-tq2_0"])
     assert [r["format"] for r in rows] == ["ik-iq2_bn", "ik-iq1_bn-q8head", "ggml-tq2_0"]
     assert all(r["status"] == "skipped" and "acl26 prepare sherry" in r["reason"] and r["decode_tok_s"] is None
@@ -168,7 +170,7 @@ def test_bitnet_types_quantized_from_our_gguf_and_decoded(monkeypatch, tmp_path)
         pytest.skip("ik_llama.cpp is not built here: `acl26 prepare sherry` (make book builds it)")
     from acl26.papers.sherry.decoder import Shape
 
-    s = Shape("t", 256, 512, 2, 4, 2, 1000)
+    s = Shape("t", 512, 1024, 2, 4, 2, 1000)
     monkeypatch.setattr(ikllama, "gguf_dir", lambda shape, seed=0: tmp_path / "ik")
     monkeypatch.setattr(llamacpp, "gguf_dir", lambda shape, seed=0: tmp_path / "ggml")
     for key in ("ik-iq2_bn", "ik-iq2_bn_r4-q8head", "ik-iq1_bn"):

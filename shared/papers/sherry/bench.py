@@ -69,7 +69,8 @@ def decode_benchmarks(quick: bool = False) -> dict:
     one speed table of the 0.7B and LLaMA-3.2-1B shapes (``quick``: the tiny shape, goals not judged),
     every fused format, Sherry with an 8-bit head, and llama.cpp's TQ2_0 / TQ1_0 (f16 head) and TQ2_0
     with a q8_0 head in the same rotated rounds; and the before/after profile of a decode step
-    (:func:`decode_profile`, Sherry and BF16 at the first shape).
+    (:func:`decode_profile`, Sherry and BF16 at the first shape); then ik_llama.cpp's BitNet rows
+    (:func:`_ik_decode`), the fastest peer row named per head precision, and Sherry against it.
 
     Part of :func:`benchmarks` (``acl26 bench sherry``): rows and goals (target,
     measured, met). A ratio goal is met when the slowest round's ratio clears it (``min ratio``); a

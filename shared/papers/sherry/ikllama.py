@@ -37,12 +37,15 @@ log = logging.getLogger(__name__)
 ASSET = "ikllama-src"
 SOURCE = "ik_llama_cpp_python-0.1.5/vendor/ik_llama.cpp"
 TARGETS = ("llama-quantize", "llama-bench")
-#: as llama.cpp's build (native code for this CPU, static, no OpenMP, no tests), plus: the examples
-#: (ik_llama.cpp keeps llama-bench and llama-quantize there), and its CPU flash-attention kernels for
-#: f16 / q8_0 caches only (``GGML_IQK_FA_ALL_QUANTS=OFF``: our caches are f16; the rest is build time)
+#: as llama.cpp's build (native code for this CPU, static, no tests), plus: the examples (ik_llama.cpp
+#: keeps llama-bench and llama-quantize there), its CPU flash-attention kernels for f16 / q8_0 caches
+#: only (``GGML_IQK_FA_ALL_QUANTS=OFF``: our caches are f16; the rest is build time), and OpenMP, its
+#: default (llama.cpp's build here has none). Either way its threads wait for each other spinning: while
+#: another process shared the 2 cores, its 0.7B decode on 2 threads fell to about 1 tok/s (44 on 1 thread),
+#: so its rows are only worth reading from a machine that runs nothing else
 CMAKE_FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF",
                "-DLLAMA_BUILD_EXAMPLES=ON", "-DLLAMA_BUILD_SERVER=OFF", "-DBUILD_SHARED_LIBS=OFF",
-               "-DGGML_OPENMP=OFF", "-DGGML_IQK_FA_ALL_QUANTS=OFF")
+               "-DGGML_OPENMP=ON", "-DGGML_IQK_FA_ALL_QUANTS=OFF")
 
 
 #: the sdist lacks ``common/cmake/build-info-gen-cpp.cmake``, the script that writes ``common/build-info.cpp``
@@ -130,6 +133,8 @@ PEERS = {
 ACTIVATIONS = {"IQ1_BN": "int8 (Q8_K64)", "IQ2_BN": "int8 (Q8_K64)", "IQ2_BN_R4": "int8 (Q8_K16)"}
 #: ik_llama.cpp's BitNet types pack 64 weights per block along a row (QK_IQ1BN)
 BN_BLOCK = 64
+#: the shortest row its 8-bit activation rows (Q8_K64) take: 8 blocks (``GGML_ASSERT(k >= 8*QK_IQ1BN)``)
+MIN_ROW = 8 * BN_BLOCK
 #: IQ2_BN_R4 interleaves 4 rows: every tensor's row count must be a multiple of 4
 R4_ROWS = 4
 _GGUF_VERSION = 1  # bump when the written files change
@@ -143,8 +148,8 @@ def check_peer(key: str, argument: str = "peers") -> str:
 
 def peer_skip_reason(shape, key: str, *, max_gb: float = 10.0) -> str | None:
     """Why ``key`` cannot run at ``shape`` (None when it can): the BN types need rows (the hidden and MLP
-    widths) that are whole 64-weight blocks, the _R4 type row counts that are multiples of 4; the f16
-    source file must fit in ``max_gb``."""
+    widths) that are whole 64-weight blocks and at least :data:`MIN_ROW` long, the _R4 type row counts
+    that are multiples of 4; the f16 source file must fit in ``max_gb``."""
     from acl26.papers.sherry.decoder import get_shape
 
     s = get_shape(shape, "shape")
@@ -154,6 +159,10 @@ def peer_skip_reason(shape, key: str, *, max_gb: float = 10.0) -> str | None:
     if bad:
         return (f"the BN types pack rows in blocks of {BN_BLOCK} weights and {' and '.join(bad)} "
                 f"{'is not a multiple' if len(bad) == 1 else 'are not multiples'}")
+    short = [f"{what} {n}" for what, n in (("hidden", s.hidden), ("MLP width", s.intermediate)) if n < MIN_ROW]
+    if short:
+        return (f"ik_llama.cpp quantizes the activations of its BN types in rows of at least {MIN_ROW} "
+                f"(its quantize_row_q8_K64 asserts it) and {' and '.join(short)} {'is' if len(short) == 1 else 'are'} shorter")
     rows = {n for _, shp in s.linears() for n in (shp[0],)}
     if PEERS[key][1].endswith("_R4") and any(n % R4_ROWS for n in rows):
         return f"IQ2_BN_R4 interleaves {R4_ROWS} rows and a projection has {sorted(n for n in rows if n % R4_ROWS)} rows"
