@@ -15,6 +15,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +54,8 @@ class Fork:
     #: files the vendored sources lack, as ``(path inside the sources, text)``: written into a private copy
     #: of the sources that the build then uses (the cached asset is never changed)
     overlay: tuple[tuple[str, str], ...] = ()
+    #: what the fork is to the chapter, in :meth:`prepare`'s message
+    role: str = "Sherry's peer"
 
     def build_dir(self) -> Path:
         """Where this machine's build lives: keyed by the source's hash, the flags, the overlay and the CPU."""
@@ -81,6 +84,15 @@ class Fork:
     def build(self, *, jobs: int | None = None, force: bool = False) -> Path:
         """Build :attr:`targets` once into :meth:`build_dir` (atomically: a failed build leaves nothing)."""
         return build(self, self.build_dir(), done=self.available() and not force, jobs=jobs, force=force)
+
+    def prepare(self, force: bool = False) -> str | None:
+        """Build the fork's tools once: what was built and how long it took, or None when they are built already
+        (and not ``force``); raises :attr:`error` when they cannot be built here."""
+        if self.available() and not force:
+            return None
+        t0 = time.perf_counter()
+        where = self.build(force=force)
+        return f"{self.name} ({self.role}) built in {time.perf_counter() - t0:.0f} s into {where}"
 
 
 def build(fork: Fork, final: Path, *, done: bool, jobs: int | None = None, force: bool = False) -> Path:

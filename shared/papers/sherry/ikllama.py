@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import subprocess
-import time
 from pathlib import Path
 
 from acl26 import checks, io, machine, paths
@@ -60,7 +59,8 @@ class IkLlamaMissing(llamacpp.LlamaCppMissing):
 
 
 IKLLAMA = Fork(name="ik_llama.cpp", cache="ikllama", asset=ASSET, source=SOURCE, targets=TARGETS, flags=CMAKE_FLAGS,
-               error=IkLlamaMissing, overlay=(("common/cmake/build-info-gen-cpp.cmake", BUILD_INFO_SCRIPT),))
+               error=IkLlamaMissing, overlay=(("common/cmake/build-info-gen-cpp.cmake", BUILD_INFO_SCRIPT),),
+               role="Sherry's BitNet peer")
 tools_missing = forks.tools_missing
 
 
@@ -70,30 +70,25 @@ def build_dir() -> Path:
 
 
 def binary(name: str) -> Path:
-    return build_dir() / "bin" / name
+    return IKLLAMA.binary(name)
 
 
 def available() -> bool:
-    return all(binary(t).is_file() for t in TARGETS)
+    return IKLLAMA.available()
 
 
 def require() -> None:
-    if not available():
-        raise IkLlamaMissing(IKLLAMA.missing_message())
+    IKLLAMA.require()
 
 
 def build(*, jobs: int | None = None, force: bool = False) -> Path:
     """Build :data:`TARGETS` once into :func:`build_dir` (atomically: a failed build leaves nothing)."""
-    return forks.build(IKLLAMA, build_dir(), done=available() and not force, jobs=jobs, force=force)
+    return IKLLAMA.build(jobs=jobs, force=force)
 
 
 def prepare(force: bool = False) -> str | None:
     """Build ik_llama.cpp's timing tools once (None when they are built already and not ``force``)."""
-    if available() and not force:
-        return None
-    t0 = time.perf_counter()
-    where = build(force=force)
-    return f"ik_llama.cpp (Sherry's BitNet peer) built in {time.perf_counter() - t0:.0f} s into {where}"
+    return IKLLAMA.prepare(force)
 
 
 def prepare_peers(force: bool = False) -> str | None:

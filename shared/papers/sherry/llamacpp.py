@@ -23,7 +23,6 @@ import logging
 import os
 import re
 import subprocess
-import time
 from pathlib import Path
 
 from acl26 import assets, checks, io, machine, paths
@@ -49,7 +48,7 @@ class LlamaCppMissing(PeerMissing):
 
 #: what :func:`build` builds (:class:`~acl26.papers.sherry.forks.Fork`, shared with ik_llama.cpp's build)
 LLAMACPP = Fork(name="llama.cpp", cache="llamacpp", asset=ASSET, source=SOURCE, targets=TARGETS, flags=CMAKE_FLAGS,
-                error=LlamaCppMissing)
+                error=LlamaCppMissing, role="Sherry's peer kernels")
 tools_missing = forks.tools_missing
 
 
@@ -59,32 +58,27 @@ def build_dir() -> Path:
 
 
 def binary(name: str) -> Path:
-    return build_dir() / "bin" / name
+    return LLAMACPP.binary(name)
 
 
 def available() -> bool:
-    return all(binary(t).is_file() for t in TARGETS)
+    return LLAMACPP.available()
 
 
 def require() -> None:
-    if not available():
-        raise LlamaCppMissing(LLAMACPP.missing_message())
+    LLAMACPP.require()
 
 
 def build(*, jobs: int | None = None, force: bool = False) -> Path:
     """Build :data:`TARGETS` once into :func:`build_dir` (atomically: a failed build leaves nothing)."""
-    return forks.build(LLAMACPP, build_dir(), done=available() and not force, jobs=jobs, force=force)
+    return LLAMACPP.build(jobs=jobs, force=force)
 
 
 def prepare(force: bool = False) -> str | None:
     """The Sherry chapter's ``prepare`` hook (``acl26 prepare sherry``, ``acl26 book``): build llama.cpp's
     timing tools once. None when they are built already (and not ``force``); raises
     :class:`LlamaCppMissing` when they cannot be built here."""
-    if available() and not force:
-        return None
-    t0 = time.perf_counter()
-    where = build(force=force)
-    return f"llama.cpp (Sherry's peer kernels) built in {time.perf_counter() - t0:.0f} s into {where}"
+    return LLAMACPP.prepare(force)
 
 
 _PERF_LINE = re.compile(r"MUL_MAT\((?P<params>.*?)\):\s+(?P<runs>\d+) runs -\s+(?P<us>[\d.]+) us/run")
