@@ -97,3 +97,53 @@ def test_peer_rows_join_the_rotation(monkeypatch):
     skipped = by["ggml-tq1_0"]
     assert skipped["status"] == "skipped" and skipped["reason"] == "no TQ1_0 here" and skipped["decode_runs"] == []
     assert skipped["limit_share"] is None and skipped["interleaved"] is None
+
+
+def test_ik_llama_cpp_peers_join_the_same_rotation_and_name_their_fork(monkeypatch):
+    """Issue 41, point 1: both forks' peers stood in for; each row is timed by its own fork, in one rotation."""
+    from pathlib import Path
+
+    from acl26.papers.sherry import ikllama, llamacpp
+
+    samples = iter(range(1, 100))
+    calls = []
+    sizes = dict(linear=1000, embedding=300, total=1500, head=200, linear_params=4000, types=["x"], embedding_types=["f16"])
+    for fork, name in ((llamacpp, "ggml"), (ikllama, "ik")):
+        monkeypatch.setattr(fork, "available", lambda: True)
+        monkeypatch.setattr(fork, "peer_skip_reason", lambda s, k, max_gb: None)
+        monkeypatch.setattr(fork, "gguf_model", lambda s, k, seed, name=name: Path(f"/nowhere/{name}/{k}.gguf"))
+        monkeypatch.setattr(fork, "bench_decode", lambda path, tokens, depth, threads, name=name:
+                            calls.append((name, path.name)) or [float(next(samples))])
+        monkeypatch.setattr(fork, "gguf_sizes", lambda path: sizes)
+    rows = speed.speed_table(["tiny"], ["sherry"], tokens=2, repeats=2, context=3, progress=False,
+                             peers=["ggml-tq2_0", "ik-iq2_bn_r4"])
+    by = {r["format"]: r for r in rows}
+    assert by["ik-iq2_bn_r4"]["engine"] == "ik_llama.cpp" and by["ggml-tq2_0"]["engine"] == "llama.cpp"
+    assert by["ik-iq2_bn_r4"]["activations"] == ikllama.ACTIVATIONS["IQ2_BN_R4"]
+    assert ("ik", "ik-iq2_bn_r4.gguf") in calls and ("ggml", "ggml-tq2_0.gguf") in calls
+    assert all(("ik" in path) == (fork == "ik") for fork, path in calls), "each peer is timed by its own fork"
+    assert len(by["ik-iq2_bn_r4"]["decode_runs"]) == len(by["ggml-tq2_0"]["decode_runs"]) == 2
+    with pytest.raises(ValueError, match="unknown peer 'ik-nope'.*ik-iq2_bn_r4"):
+        speed.speed_table(["tiny"], ["sherry"], peers=["ik-nope"], progress=False)
+    monkeypatch.setattr(ikllama, "available", lambda: False)
+    rows = speed.speed_table(["tiny"], ["sherry"], tokens=2, repeats=1, context=3, progress=False, peers=["ik-iq2_bn"])
+    assert rows[-1]["status"] == "skipped" and "ik_llama.cpp is not built here" in rows[-1]["reason"]
+
+
+def test_decode_summary_marks_the_fastest_peer_of_each_head_precision():
+    import numpy as np
+
+    from acl26.papers.sherry import tables
+
+    def row(fmt, runs, head, engine=None):
+        return dict(shape="s", format=fmt, label=fmt, status="ok", decode_runs=runs, decode_tok_s=float(np.median(runs)),
+                    head=head, peer=engine is not None, engine=engine, total_mb=1.0, bits_per_weight=1.0)
+
+    rows = [row("sherry", [10, 20], "bf16"), row("sherry-q8head", [30, 40], "q8_0"),
+            row("ggml-tq2_0", [5, 10], "f16", "llama.cpp"), row("ik-iq2_bn_r4", [8, 12], "f16", "ik_llama.cpp"),
+            row("ggml-tq2_0-q8head", [25, 30], "q8_0", "llama.cpp"), row("ik-iq2_bn_r4-q8head", [15, 20], "q8_0", "ik_llama.cpp")]
+    out = {r["format"]: r for r in tables.decode_summary(rows)}
+    assert out["ik-iq2_bn_r4"]["source"] == "ik_llama.cpp" and out["ggml-tq2_0"]["source"] == "llama.cpp"
+    assert [r["format"] for r in tables.fastest_peers(list(out.values()))] == ["ik-iq2_bn_r4", "ggml-tq2_0-q8head"]
+    assert out["sherry"]["fastest_peer"] is None and out["ggml-tq2_0"]["fastest_peer"] is False
+    assert out["ik-iq2_bn_r4"]["sherry / this"] == pytest.approx((10 / 8 + 20 / 12) / 2) and out["ggml-tq2_0-q8head"]["vs"] == "sherry-q8head"

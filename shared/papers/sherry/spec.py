@@ -7,7 +7,7 @@ from __future__ import annotations
 from acl26 import claims as C
 from acl26 import zoo
 from acl26.checks import SEED_MAX
-from acl26.papers.sherry import decoder, llamacpp, speed
+from acl26.papers.sherry import decoder, ikllama, llamacpp, speed
 from acl26.papers.sherry import paper as sherry_paper
 from acl26.params import Param, ParamSpec, folder_with
 
@@ -77,9 +77,9 @@ SPEC = ParamSpec(
               "an 8-bit head; '-a8': the fused step on 8-bit activations)", elem=str, choices=speed.SPEED_FORMATS),
         Param("speed_tokens", int, "decode steps timed per (shape, format)", min=1),
         Param("speed_repeats", int, "timing repeats (medians are reported)", min=1),
-        Param("speed_peers", list, "llama.cpp decode peers timed in the same rounds (llama-bench on GGUF files of "
-              "each shape; skipped, saying why, where llama.cpp is not built)", elem=str, min_len=0,
-              choices=tuple(llamacpp.PEERS)),
+        Param("speed_peers", list, "llama.cpp and ik_llama.cpp decode peers timed in the same rounds (each fork's "
+              "llama-bench on GGUF files of each shape; skipped, saying why, where it is not built)", elem=str, min_len=0,
+              choices=tuple(llamacpp.PEERS) + tuple(ikllama.PEERS)),
         Param("peer_rounds", int, "rounds of the GEMV comparison with llama.cpp's TQ1_0 / TQ2_0 (when built)", min=1),
         Param("ptq_chars", int, "characters of the 2016 State of the Union scored with SmolLM2 (0: all)", min=0,
               rule=(f"must be 0 (the whole address) or at least {zoo.MIN_PPL_CHARS} characters (a perplexity needs "
@@ -106,7 +106,10 @@ SPEC = ParamSpec(
     profiles={
         "book": dict(speed_shapes=["bitnet-0.7b", "llama-3.2-1b", "bitnet-3b"],
                      speed_formats=["fp32", "bf16", "i2", "tl2", "sherry", "sherry-q8head", "sherry-a8",
-                                    "sherry-a8-q8head"], speed_peers=[k for k in llamacpp.PEERS if k != "ggml-f16"],
+                                    "sherry-a8-q8head"],
+                     # issue 41, point 1: ik_llama.cpp's fastest BitNet type (IQ2_BN_R4 by its author's and our
+                     # measurements) with either head beside llama.cpp's TQ types, in the same rotation
+                     speed_peers=[k for k in llamacpp.PEERS if k != "ggml-f16"] + ["ik-iq2_bn_r4", "ik-iq2_bn_r4-q8head"],
                      speed_tokens=8, speed_repeats=SPEED_ROUNDS,
                      peer_rounds=SPEED_ROUNDS, ptq_chars=0, checkpoint="", variants=list(VARIANTS),
                      qat_blocks=list(QAT_BLOCKS), qat_batch=QAT_BATCH, block_size=256, qat_steps=QAT_STEPS, qat_lr=QAT_LR,
@@ -115,7 +118,7 @@ SPEC = ParamSpec(
                       qat_blocks=[15], qat_batch=2, block_size=64, qat_steps=4, eval_blocks=4, track_every=2, seeds=[0, 1], gen_tokens=4,
                       size_shape="tiny"),
         # on a GPU: every block of the checkpoint (SmolLM2 has 30; give qat_blocks for another depth)
-        "paper": dict(speed_peers=list(llamacpp.PEERS), speed_tokens=32, speed_repeats=SPEED_ROUNDS, qat_blocks=list(range(30)),
+        "paper": dict(speed_peers=list(llamacpp.PEERS) + list(ikllama.PEERS), speed_tokens=32, speed_repeats=SPEED_ROUNDS, qat_blocks=list(range(30)),
                       qat_batch=16, block_size=512, qat_steps=1000, eval_blocks=256, seeds=[0, 1, 2]),
     },
     checks=(

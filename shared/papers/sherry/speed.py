@@ -25,7 +25,7 @@ import numpy as np
 from acl26 import checks, timing
 from acl26.kernels import decode as kd
 from acl26.kernels import ternary as tn
-from acl26.papers.sherry import llamacpp
+from acl26.papers.sherry import ikllama, llamacpp
 from acl26.papers.sherry.decoder import (FORMATS, FUSED, LABELS, MB, PACKED, Embedding, KVCache, Model, Shape,
                                          available_bytes, get_shape, model_bytes, random_embedding,
                                          skip_reason)
@@ -248,8 +248,9 @@ class _Samples:
 
 @dataclasses.dataclass
 class _PeerSamples:
-    """One llama.cpp peer's GGUF file, the seconds it took to get, and its decode tok/s per round."""
+    """One peer's GGUF file, the seconds it took to get, and its decode tok/s per round."""
 
+    key: str
     path: Path
     build_s: float
     decode: list[float] = dataclasses.field(default_factory=list)
@@ -332,24 +333,45 @@ def _time_round(m: Model, cache: KVCache, f: SpeedFormat, r: int, cfg: _Settings
     samples.blocks.append((td - th) / cfg.tokens)
 
 
+#: the forks whose whole-model decode the speed table can time, by the modules that run them
+PEER_FORKS = (llamacpp, ikllama)
+
+
+def peer_fork(key: str, argument: str = "peers"):
+    """The module that runs peer ``key``: :mod:`.llamacpp` (its ``PEERS``: TQ1_0 / TQ2_0) or :mod:`.ikllama`
+    (IQ1_BN / IQ2_BN / IQ2_BN_R4); ValueError naming ``argument`` and every known peer otherwise."""
+    for fork in PEER_FORKS:
+        if key in fork.PEERS:
+            return fork
+    known = sorted(k for fork in PEER_FORKS for k in fork.PEERS)
+    raise ValueError(f"{argument}: unknown peer {key!r}; known: {known}")
+
+
+def _fork_name(fork) -> str:
+    return (fork.LLAMACPP if fork is llamacpp else fork.IKLLAMA).name
+
+
 def _peer_reasons(s: Shape, peers: Sequence[str], max_gb: float) -> dict[str, str | None]:
-    """Why each llama.cpp peer cannot run at ``s`` (None where it can)."""
-    built = llamacpp.available()
-    return {k: (None if built else "llama.cpp is not built here (`acl26 prepare sherry`)")
-            or llamacpp.peer_skip_reason(s, k, max_gb=max_gb) for k in peers}
+    """Why each peer cannot run at ``s`` (None where it can): its fork not built here, or the fork's own reason."""
+    out = {}
+    for k in peers:
+        fork = peer_fork(k)
+        out[k] = (None if fork.available() else f"{_fork_name(fork)} is not built here (`acl26 prepare sherry`)") \
+            or fork.peer_skip_reason(s, k, max_gb=max_gb)
+    return out
 
 
 def _build_peer(s: Shape, k: str, cfg: _Settings) -> _PeerSamples:
     """Peer ``k``'s GGUF file at ``s`` (written and quantized once, then cached), and the seconds it took."""
     t0 = time.perf_counter()
-    path = llamacpp.gguf_model(s, k, seed=cfg.seed)
-    return _PeerSamples(path=path, build_s=time.perf_counter() - t0)
+    path = peer_fork(k).gguf_model(s, k, seed=cfg.seed)
+    return _PeerSamples(key=k, path=path, build_s=time.perf_counter() - t0)
 
 
 def _time_peer(peer: _PeerSamples, cfg: _Settings) -> None:
     """One round of a peer: ``llama-bench``'s decode tok/s, one sample, added to ``peer``."""
-    peer.decode.append(llamacpp.bench_decode(peer.path, tokens=cfg.tokens, depth=cfg.context,
-                                             threads=cfg.n_threads)[0])
+    peer.decode.append(peer_fork(peer.key).bench_decode(peer.path, tokens=cfg.tokens, depth=cfg.context,
+                                                        threads=cfg.n_threads)[0])
 
 
 def _time_shape(s: Shape, todo: list[SpeedFormat], peer_todo: list[str], interleaved: bool, cfg: _Settings,
@@ -417,19 +439,21 @@ def _our_row(s: Shape, f: SpeedFormat, reason: str | None, samples: _Samples | N
 
 def _peer_row(s: Shape, k: str, reason: str | None, peer: _PeerSamples | None, interleaved: bool,
               cfg: _Settings) -> dict:
-    """The row of llama.cpp peer ``k`` at ``s``: its GGUF file's sizes and its median over the rounds where it ran."""
-    label_, qtype, peer_head = llamacpp.PEERS[k]
-    row = dict(shape=s.name, paper_row=s.paper_row, format=k, label=label_, peer=True, engine="llama.cpp",
-               head=peer_head or "llama-quantize's choice",
-               # what ggml's vec_dot multiplies the weights with: TQ1_0 / TQ2_0 take Q8_K activations
-               activations="int8 (Q8_K)" if qtype else "f16",
+    """The row of peer ``k`` at ``s``: its GGUF file's sizes and its median over the rounds where it ran."""
+    fork = peer_fork(k)
+    label_, qtype, peer_head = fork.PEERS[k]
+    # what the fork's vec_dot multiplies the weights with: ggml's TQ1_0 / TQ2_0 take Q8_K activations,
+    # ik_llama.cpp's BN types their own 8-bit rows (ikllama.ACTIVATIONS)
+    acts = ("f16" if not qtype else ikllama.ACTIVATIONS[qtype] if fork is ikllama else "int8 (Q8_K)")
+    row = dict(shape=s.name, paper_row=s.paper_row, format=k, label=label_, peer=True, engine=_fork_name(fork),
+               head=peer_head or "llama-quantize's choice", activations=acts,
                status="ok" if reason is None else "skipped", reason=reason or "",
                tokens=cfg.tokens, context=cfg.context, repeats=cfg.repeats, threads=cfg.n_threads,
                interleaved=interleaved if reason is None else None, head_ms=None, blocks_ms=None,
                prefill_tok_s=None, prefill_runs=[], linear_params=s.linear_params, total_params=s.params,
                stream_bits_per_weight=None)
     if reason is None:
-        z = llamacpp.gguf_sizes(peer.path)
+        z = fork.gguf_sizes(peer.path)
         dec = timing.median(peer.decode)
         row.update(decode_tok_s=dec, decode_ms=1e3 / dec, decode_runs=peer.decode, build_s=peer.build_s,
                    weight_mb=z["linear"] / MB, embed_mb=z["embedding"] / MB, total_mb=z["total"] / MB,
@@ -479,9 +503,9 @@ def _checked(shapes, formats, peers, **settings) -> tuple[list[Shape], list[Spee
         settings[name] = checks.integer(name, settings[name], 1)
     checks.integer("seed", settings["seed"], 0)
     if isinstance(peers, str) or not isinstance(peers, Sequence):
-        raise ValueError(f"peers must be a list of llama.cpp peer names, got {peers!r}")
+        raise ValueError(f"peers must be a list of peer names (llama.cpp's or ik_llama.cpp's), got {peers!r}")
     for k in peers:
-        llamacpp.check_peer(k, "peers")
+        peer_fork(k, "peers")
     if len(set(peers)) != len(peers):
         raise ValueError(f"peers must not repeat a peer, got {list(peers)}")
     checks.number("max_gb", settings["max_gb"], 0.0, lo_open=True)
@@ -524,13 +548,14 @@ def speed_table(shapes: Sequence[str | Shape], formats: Sequence[str] = tuple(FO
     fp32 / bf16), ``linear_params``, ``total_params``; and ``tokens``, ``context``, ``repeats``,
     ``threads``, ``interleaved``, ``build_s`` (building and warming up).
 
-    ``peers`` (keys of :data:`acl26.papers.sherry.llamacpp.PEERS`) adds llama.cpp's whole-model
-    decode of GGUF files of the same shape (random ternary weights, written and quantized once,
-    cached) to every round's rotation: ``llama-bench -n tokens -d context`` on ``n_threads``
-    threads, one sample per round. Their rows have the same keys (``head_ms``, ``blocks_ms`` and
+    ``peers`` (keys of :data:`acl26.papers.sherry.llamacpp.PEERS` and
+    :data:`acl26.papers.sherry.ikllama.PEERS`, :func:`peer_fork`) adds llama.cpp's and ik_llama.cpp's
+    whole-model decode of GGUF files of the same shape (random ternary weights, written and quantized
+    once with the fork's own ``llama-quantize``, cached) to every round's rotation: the fork's
+    ``llama-bench`` at ``tokens`` after ``context`` on ``n_threads`` threads, one sample per round. Their rows have the same keys (``head_ms``, ``blocks_ms`` and
     prefill are None; sizes are the GGUF file's, ``weight_mb`` its projection tensors) plus
-    ``peer`` True and ``gguf_types``. Where llama.cpp is not built, or a TQ type cannot hold the
-    shape's rows, the peer's row is "skipped" with the reason.
+    ``peer`` True, ``engine`` (the fork) and ``gguf_types``. Where its fork is not built, or its type
+    cannot hold the shape's rows, the peer's row is "skipped" with the reason.
 
     The memory limit, measured in the same call on the same threads
     (:func:`acl26.kernels.ternary.read_bandwidth`): every row has ``bandwidth_gb_s`` (the machine's

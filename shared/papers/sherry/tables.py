@@ -290,7 +290,8 @@ def decode_summary(rows: list[dict], against: str = "sherry") -> list[dict]:
             eight = r.get("head") == "q8_0"
             ref_key = against_q8 if eight and against_q8 in at else against
             ref = at.get(ref_key)
-            row = dict(shape=shape, format=fmt, label=r["label"], source="llama.cpp" if r.get("peer") is True else "ours",
+            row = dict(shape=shape, format=fmt, label=r["label"],
+                       source=(r.get("engine") or "llama.cpp") if r.get("peer") is True else "ours",
                        decode_tok_s=iv.estimate, min_tok_s=iv.lo, max_tok_s=iv.hi, rounds=iv.n,
                        total_mb=r.get("total_mb"), bits_per_weight=r.get("bits_per_weight"), head=head)
             if ref is not None and fmt != ref_key:
@@ -300,7 +301,28 @@ def decode_summary(rows: list[dict], against: str = "sherry") -> list[dict]:
                 row.update({"vs": ref_key, f"{against} / this": riv.estimate, "min ratio": riv.lo,
                             "max ratio": riv.hi})
             out.append(row)
+    _mark_fastest_peers(out)
     return out
+
+
+def _mark_fastest_peers(rows: list[dict]) -> None:
+    """``fastest_peer`` on every row: True on the fastest peer row (median decode tok/s) of each shape and
+    head precision (8-bit heads apart from the others, like for like), False on the other peer rows, None
+    on ours."""
+    best: dict = {}
+    for r in rows:
+        if r["source"] != "ours":
+            k = (r["shape"], r["head"] == "q8_0")
+            if k not in best or r["decode_tok_s"] > best[k]["decode_tok_s"]:
+                best[k] = r
+    for r in rows:
+        r["fastest_peer"] = None if r["source"] == "ours" else r is best[(r["shape"], r["head"] == "q8_0")]
+
+
+def fastest_peers(rows: list[dict]) -> list[dict]:
+    """The fastest peer row of each shape and head precision in a :func:`decode_summary`, and Sherry's
+    like-for-like speed over it (the summary's per-round ratio)."""
+    return [r for r in rows if r.get("fastest_peer")]
 
 
 COMPARISONS = (("sherry", "i2"), ("sherry", "tl2"), ("sherry", "bf16"))
