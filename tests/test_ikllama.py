@@ -109,7 +109,7 @@ def test_peers_and_shapes():
 
     assert {q for _, q, _ in ikllama.PEERS.values()} == {"IQ2_BN", "IQ2_BN_R4", "IQ1_BN"}
     assert {h for _, _, h in ikllama.PEERS.values()} == set(llamacpp.HEAD_TYPES)
-    assert set(bench.IK_PEERS) <= set(ikllama.PEERS) and set(bench.IK_WITH_LLAMACPP) <= set(llamacpp.PEERS)
+    assert set(bench.IK_PEERS) <= set(ikllama.PEERS)
     for shape in ("bitnet-0.7b", "llama-3.2-1b", Shape("t", 512, 576, 2, 4, 2, 1000)):
         assert all(ikllama.peer_skip_reason(shape, k) is None for k in ikllama.PEERS)
     assert "blocks of 64" in ikllama.peer_skip_reason(Shape("odd", 512, 720, 2, 4, 2, 1000), "ik-iq2_bn")
@@ -143,6 +143,32 @@ def test_fastest_peer_is_like_for_like():
     assert bench.fastest_peer(rows, "s", "f16")["format"] == "ik-iq2_bn"
     assert bench.fastest_peer(rows, "s", "q8_0")["format"] == "ik-iq2_bn-q8head"
     assert bench.fastest_peer(rows, "u", "f16") is None
+
+
+
+def test_peer_goals_judge_sherry_on_per_round_ratios_against_the_fastest_peer():
+    """The fastest peer of each head precision is named; Sherry's goals read its slowest same-round ratio."""
+    def row(fmt, runs, head, engine=None):
+        return dict(shape="s", format=fmt, label=fmt, peer=engine is not None, engine=engine, head=head, status="ok",
+                    decode_runs=runs, decode_tok_s=sorted(runs)[len(runs) // 2])
+
+    rows = [row("ggml-tq2_0", [40, 40, 40], "f16", "llama.cpp"), row("ik-iq2_bn_r4", [50, 50, 50], "f16", "ik_llama.cpp"),
+            row("ik-iq2_bn_r4-q8head", [60, 60, 60], "q8_0", "ik_llama.cpp"),
+            row("sherry-a8", [61, 70, 66], "bf16"), row("sherry", [55, 45, 52], "bf16"),
+            row("sherry-a8-q8head", [80, 80, 80], "q8_0")]
+    t = {(r["shape"], r["format"]): r for r in rows}
+    goals = {g["goal"]: g for g in bench._peer_goals("s", t, quick=False, cpu="CPU")}
+    named = [g for k, g in goals.items() if k.startswith("the fastest peer row at s, f16")][0]
+    assert "ik-iq2_bn_r4 (ik_llama.cpp), 50.0 tok/s" in named["measured"]
+    a8 = [g for k, g in goals.items() if "8-bit activations" in k and "bf16 head" in k][0]
+    assert a8["met"] is True and "[1.22, 1.40]" in a8["measured"]  # slowest round 61 / 50
+    f32 = [g for k, g in goals.items() if "8-bit activations" not in k and "bf16 head" in k][0]
+    assert f32["met"] is False  # one round at 45 / 50
+    q8 = {("8-bit activations" in k): g for k, g in goals.items() if k.endswith("8-bit head against q8_0")}
+    assert q8[True]["met"] is True  # 80 / 60 in every round
+    assert q8[False]["met"] is None and "sherry-q8head was not timed" in q8[False]["measured"]
+    missing = bench._peer_goals("u", t, quick=False, cpu="")
+    assert all(g["met"] is None for g in missing) and "none ran" in missing[0]["measured"]
 
 
 def test_gguf_sizes_read_without_gguf_py(tmp_path):

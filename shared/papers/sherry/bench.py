@@ -69,8 +69,9 @@ def decode_benchmarks(quick: bool = False) -> dict:
     one speed table of the 0.7B and LLaMA-3.2-1B shapes (``quick``: the tiny shape, goals not judged),
     every fused format, Sherry with an 8-bit head, and llama.cpp's TQ2_0 / TQ1_0 (f16 head) and TQ2_0
     with a q8_0 head in the same rotated rounds; and the before/after profile of a decode step
-    (:func:`decode_profile`, Sherry and BF16 at the first shape); then ik_llama.cpp's BitNet rows
-    (:func:`_ik_decode`), the fastest peer row named per head precision, and Sherry against it.
+    (:func:`decode_profile`, Sherry and BF16 at the first shape); ik_llama.cpp's BitNet types
+    (:data:`IK_PEERS`) in the same rounds, the fastest peer row named per head precision, and Sherry against
+    it (:func:`_peer_goals`).
 
     Part of :func:`benchmarks` (``acl26 bench sherry``): rows and goals (target,
     measured, met). A ratio goal is met when the slowest round's ratio clears it (``min ratio``); a
@@ -81,7 +82,8 @@ def decode_benchmarks(quick: bool = False) -> dict:
     shapes = ["tiny"] if quick else ["bitnet-0.7b", "llama-3.2-1b"]
     tokens, repeats, context = (8, 2, 16) if quick else (16, 3, 64)
     formats = ["bf16", "i2", "tl2", "sherry", "sherry-q8head", "i2-a8", "tl2-a8", "sherry-a8", "sherry-a8-q8head"]
-    peers = ["ggml-tq2_0", "ggml-tq1_0", "ggml-tq2_0-q8head"]
+    # llama.cpp's TQ types and ik_llama.cpp's BitNet types in the same rotated rounds as ours (issue 41, point 1)
+    peers = ["ggml-tq2_0", "ggml-tq1_0", "ggml-tq2_0-q8head", *IK_PEERS]
     table = speed_table(shapes, formats, tokens=tokens, repeats=repeats, context=context, progress=False,
                         peers=peers)
     t = {(r["shape"], r["format"]): r for r in table}
@@ -147,36 +149,34 @@ def decode_benchmarks(quick: bool = False) -> dict:
                        ours_q8.name, "ggml-tq2_0-q8head", GOAL_VS_TQ2_1B_Q8),
             share_goal(ours),
         ]
-    ik = _ik_decode(shapes, t, tokens=tokens, repeats=repeats, context=context, quick=quick)
-    rows += ik["rows"]
-    goals += ik["goals"]
+    goals += _peer_goals(s0, t, quick=quick, cpu=cpu)
     return {"title": "Sherry: decode speed at model shapes", "shape": ", ".join(shapes), "rows": rows, "goals": goals,
             "note": (f"Greedy decoding of {tokens} tokens after a {context}-token context through random-weight "
                      f"models of the {', '.join(shapes)} shapes, through the fused decode step "
                      "(acl26.kernels.decode); medians of "
                      f"{repeats} rounds, each running every format in turn in an order that rotates every round; "
-                     "llama.cpp's rows are llama-bench on GGUF files of the same shape (random ternary weights), "
-                     "one sample per round in the same rotation. Numba and llama.cpp on 2 threads. Ratio = tok/s "
+                     "llama.cpp's and ik_llama.cpp's rows are each fork's own llama-bench on GGUF files of the same "
+                     "shape (random ternary weights, quantized by the fork's own llama-quantize: TQ2_0 / TQ1_0; "
+                     "IQ2_BN, IQ2_BN_R4, IQ1_BN), one sample per round in the same rotation. Numba and both forks "
+                     "on 2 threads. Ratio = tok/s "
                      "over BF16's. Our ternary formats keep the embeddings and the output head in bf16 (the "
                      "-q8head row: an 8-bit head, ggml's Q8_0 layout); llama.cpp's in f16, or q8_0 where the row "
                      "says so. Our packed formats multiply float32 activations, or, in the rows that say "
                      "'8-bit activations', int8 ones with one absmax scale per vector (as BitNet b1.58; "
                      "llama.cpp's TQ types multiply 8-bit activations too). The profile rows time a decode step's parts before (numpy decoder) and after (fused "
-                     "step); 'rest' is the step minus the parts timed alone."
-                     + " " + ik["note"]
+                     "step); 'rest' is the step minus the parts timed alone. The fastest-peer lines take every "
+                     "peer row of the first shape with that head precision; Sherry against it is judged on the "
+                     "per-round ratios (its slowest round)."
                      + (" Quick run: the tiny shape, so the goals are not judged." if quick else ""))}
 
 
 #: ik_llama.cpp's BitNet rows in ``acl26 bench sherry`` (f16 heads as ours in bf16; q8_0 heads as our 8-bit
-#: head), and llama.cpp's rows timed again in their rounds
+#: head), in the speed table's rotation beside llama.cpp's
 IK_PEERS = ("ik-iq2_bn", "ik-iq2_bn_r4", "ik-iq1_bn", "ik-iq2_bn-q8head", "ik-iq2_bn_r4-q8head")
-IK_WITH_LLAMACPP = ("ggml-tq2_0", "ggml-tq2_0-q8head")
 #: issue 41's goals against the fastest peer at the 0.7B shape, same head precision: Sherry on 8-bit
 #: activations ≥ 1.2×, on float32 activations ≥ 1.0×
 GOAL_VS_PEER_A8 = 1.2
 GOAL_VS_PEER_F32 = 1.0
-#: threads of the decode rows (speed_table's default, which decode_benchmarks uses)
-DECODE_THREADS = 2
 
 
 def fastest_peer(rows, shape: str, head: str) -> dict | None:
@@ -187,64 +187,30 @@ def fastest_peer(rows, shape: str, head: str) -> dict | None:
     return max(ok, key=lambda r: r["decode_tok_s"], default=None)
 
 
-def _ik_decode(shapes, t: dict, *, tokens: int, repeats: int, context: int, quick: bool) -> dict:
-    """ik_llama.cpp's BitNet rows (:data:`IK_PEERS`) at ``shapes``, like for like with the speed table ``t``
-    (same tokens, context and threads): in their own rotated rounds, after the table, with llama.cpp's
-    :data:`IK_WITH_LLAMACPP` timed again in the same rounds; the fastest peer row at the first shape for
-    each head precision, and Sherry against it (:data:`GOAL_VS_PEER_A8`, :data:`GOAL_VS_PEER_F32`)."""
-    from acl26 import machine
-    from acl26.papers.sherry import ikllama
-
-    cpu = machine.cpu_model()
-    rows, peer_rows = [], []
-    for s in shapes:
-        bw = next((r["bandwidth_gb_s"] for (sh, _), r in t.items() if sh == s and r.get("bandwidth_gb_s")), None)
-        bf16 = t.get((s, "bf16"), {}).get("decode_tok_s")
-        lk = [] if quick else list(IK_WITH_LLAMACPP)
-        for r in ikllama.decode_rows(s, IK_PEERS, tokens=tokens, context=context, repeats=repeats,
-                                     threads=DECODE_THREADS, llamacpp_peers=lk):
-            r["limit_share"] = (r["bytes_per_token"] * r["decode_tok_s"] / (bw * 1e9)
-                                if bw and r["bytes_per_token"] and r["decode_tok_s"] else None)
-            peer_rows.append(r)
-            runs = r["decode_runs"]
-            row = dict(benchmark=f"decode {r['label']} ({r['engine']}" + (", in ik_llama.cpp's rounds)" if r["engine"] == "llama.cpp" else ")"),
-                       shape=s, median_s=1 / r["decode_tok_s"] if r["decode_tok_s"] else None,
-                       min_s=1 / max(runs) if runs else None, max_s=1 / min(runs) if runs else None,
-                       tok_s=r["decode_tok_s"], ratio=ratio_or_none(r["decode_tok_s"], bf16),
-                       bytes_per_token=r["bytes_per_token"], limit_share=r["limit_share"],
-                       gguf_types=r["gguf_types"])
-            if r["status"] != "ok":
-                row["note"] = f"skipped: {r['reason']}"
-            rows.append(row)
-    s0 = shapes[0]
-    table_peers = [r for r in t.values() if r.get("peer")]
+def _peer_goals(s0: str, t: dict, *, quick: bool, cpu: str) -> list[dict]:
+    """The fastest peer row at ``s0`` for each head precision (llama.cpp's and ik_llama.cpp's rows of the speed
+    table ``t``, timed in the same rotated rounds as ours), named, and Sherry against it like for like
+    (:data:`GOAL_VS_PEER_A8` on 8-bit activations, :data:`GOAL_VS_PEER_F32` on float32 ones), met when the
+    slowest round's ratio clears the target."""
     goals = []
     for head, ours_head in (("f16", "bf16"), ("q8_0", "8-bit")):
-        best = fastest_peer(table_peers + peer_rows, s0, head)
-        name = f"{best['label']}, {best['decode_tok_s']:.1f} tok/s" if best else "none ran"
+        best = fastest_peer(t.values(), s0, head)
+        name = f"{best['label']} ({best['engine']}), {best['decode_tok_s']:.1f} tok/s" if best else "none ran"
         goals.append(dict(goal=f"the fastest peer row at {s0}, {head} head (llama.cpp and ik_llama.cpp)",
                           target="named", measured=name + (f" ({cpu})" if cpu else ""), met=None))
         for act8, need in ((True, GOAL_VS_PEER_A8), (False, GOAL_VS_PEER_F32)):
             f = SpeedFormat.of("sherry", act8=act8, q8_head=head == "q8_0")
             ours = t.get((s0, f.name))
             goal = f"{f.label} ≥ {need}× the fastest peer at {s0}, {ours_head} head against {head}"
-            target = f"slowest Sherry round ≥ {need}× the peer's fastest"
-            if not best or not ours or not ours.get("decode_runs"):
+            target = f"slowest round ≥ {need}×"
+            rr = _round_ratios(ours, best)
+            if not rr:
                 why = "no peer row ran" if not best else f"{f.name} was not timed"
                 goals.append(dict(goal=goal, target=target, measured=f"not judged ({why})", met=None))
                 continue
-            lo = min(ours["decode_runs"]) / max(best["decode_runs"])
             goals.append(dict(goal=goal, target=target,
                               measured=(f"{ours['decode_tok_s']:.1f} vs {best['decode_tok_s']:.1f} tok/s "
-                                        f"({best['label']}); ratio {ours['decode_tok_s'] / best['decode_tok_s']:.2f}×, "
-                                        f"slowest/fastest {lo:.2f}×" + (f" ({cpu})" if cpu else "")),
-                              met=None if quick else bool(lo >= need)))
-    note = ("ik_llama.cpp's rows: its own llama-quantize (IQ2_BN, IQ2_BN_R4, IQ1_BN; embeddings and head pinned to f16 "
-            "or q8_0) of the same f16 GGUF files as llama.cpp's rows, and its own llama-bench (-gp context,tokens: "
-            f"{tokens} tokens timed after a {context}-token prompt, flash attention on, f16 KV cache, "
-            f"{DECODE_THREADS} threads), one sample per round, {repeats} rounds rotated, run after the table with "
-            "llama.cpp's TQ2_0 rows timed again in the same rounds. Both forks multiply 8-bit activations. The "
-            "fastest-peer lines take every peer row of the 0.7B shape with that head; Sherry's ratio against it "
-            "compares rounds of different rotations, so it is judged on Sherry's slowest round against the peer's "
-            "fastest.")
-    return {"rows": rows, "goals": goals, "note": note}
+                                        f"({best['label']}); per-round ratio {float(np.median(rr)):.2f}× "
+                                        f"[{min(rr):.2f}, {max(rr):.2f}]" + (f" ({cpu})" if cpu else "")),
+                              met=None if quick else bool(min(rr) >= need)))
+    return goals
