@@ -204,3 +204,13 @@ def test_bitnet_types_quantized_from_our_gguf_and_decoded(monkeypatch, tmp_path)
         z = ikllama.gguf_sizes(path)
         assert z["types"] == [ikllama.PEERS[key][1]] and z["embedding_types"] == [ikllama.PEERS[key][2].upper()]
         assert all(v > 0 for v in ikllama.bench_decode(path, tokens=4, depth=8, threads=1, repetitions=2))
+
+
+def test_limit_goal_reads_the_whole_tokens_bytes_against_the_bandwidth():
+    r = dict(shape="s", format="sherry-a8-q8head", bytes_per_token=2**20 * 100, decode_tok_s=100.0,
+             bandwidth_gb_s=20.0, limit_share=2**20 * 100 * 100.0 / 20e9)
+    g = bench._limit_goal("s", {("s", "sherry-a8-q8head"): r}, quick=False, cpu="")
+    assert g["met"] is False and "(52%)" in g["measured"] and "10.5 GB/s of 20.0 GB/s" in g["measured"]
+    assert bench._limit_goal("s", {("s", "sherry-a8-q8head"): dict(r, limit_share=0.8)}, quick=False, cpu="")["met"] is True
+    assert bench._limit_goal("s", {}, quick=False, cpu="")["met"] is None
+
