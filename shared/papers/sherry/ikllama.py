@@ -64,31 +64,10 @@ IKLLAMA = Fork(name="ik_llama.cpp", cache="ikllama", asset=ASSET, source=SOURCE,
 tools_missing = forks.tools_missing
 
 
-def build_dir() -> Path:
-    """Where this machine's build lives: keyed by the source's hash, the flags and the CPU."""
-    return IKLLAMA.build_dir()
-
-
-def binary(name: str) -> Path:
-    return IKLLAMA.binary(name)
-
-
-def available() -> bool:
-    return IKLLAMA.available()
-
-
-def require() -> None:
-    IKLLAMA.require()
-
-
-def build(*, jobs: int | None = None, force: bool = False) -> Path:
-    """Build :data:`TARGETS` once into :func:`build_dir` (atomically: a failed build leaves nothing)."""
-    return IKLLAMA.build(jobs=jobs, force=force)
-
-
-def prepare(force: bool = False) -> str | None:
-    """Build ik_llama.cpp's timing tools once (None when they are built already and not ``force``)."""
-    return IKLLAMA.prepare(force)
+# the module's build API: the fork's own (where its build lives, its tools, the refusal, the build, and
+# ``prepare``: build once, saying what was built and how long it took, or None when it was built already)
+build_dir, binary, available, require, build, prepare = (
+    IKLLAMA.build_dir, IKLLAMA.binary, IKLLAMA.available, IKLLAMA.require, IKLLAMA.build, IKLLAMA.prepare)
 
 
 def prepare_peers(force: bool = False) -> str | None:

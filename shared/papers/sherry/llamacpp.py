@@ -52,33 +52,10 @@ LLAMACPP = Fork(name="llama.cpp", cache="llamacpp", asset=ASSET, source=SOURCE, 
 tools_missing = forks.tools_missing
 
 
-def build_dir() -> Path:
-    """Where this machine's build lives: keyed by the source's hash, the flags and the CPU."""
-    return LLAMACPP.build_dir()
-
-
-def binary(name: str) -> Path:
-    return LLAMACPP.binary(name)
-
-
-def available() -> bool:
-    return LLAMACPP.available()
-
-
-def require() -> None:
-    LLAMACPP.require()
-
-
-def build(*, jobs: int | None = None, force: bool = False) -> Path:
-    """Build :data:`TARGETS` once into :func:`build_dir` (atomically: a failed build leaves nothing)."""
-    return LLAMACPP.build(jobs=jobs, force=force)
-
-
-def prepare(force: bool = False) -> str | None:
-    """The Sherry chapter's ``prepare`` hook (``acl26 prepare sherry``, ``acl26 book``): build llama.cpp's
-    timing tools once. None when they are built already (and not ``force``); raises
-    :class:`LlamaCppMissing` when they cannot be built here."""
-    return LLAMACPP.prepare(force)
+# the module's build API: the fork's own (where its build lives, its tools, the refusal, the build, and
+# ``prepare``: build once, saying what was built and how long it took, or None when it was built already)
+build_dir, binary, available, require, build, prepare = (
+    LLAMACPP.build_dir, LLAMACPP.binary, LLAMACPP.available, LLAMACPP.require, LLAMACPP.build, LLAMACPP.prepare)
 
 
 _PERF_LINE = re.compile(r"MUL_MAT\((?P<params>.*?)\):\s+(?P<runs>\d+) runs -\s+(?P<us>[\d.]+) us/run")
