@@ -109,6 +109,26 @@ def test_sherry_speed_vs_i2_is_decided_against_llamacpp_tq2_0_not_our_lookup_i2(
     assert e.holds == C.UNTESTED and "llama.cpp is not built" in e.note and "lookup-table I2" in e.note
 
 
+def test_sherry_speed_vs_i2_takes_the_fastest_two_bit_peer_of_the_run():
+    """Issue 41, point 1: an ik_llama.cpp IQ2_BN row faster than TQ2_0 decides the claim, and it can go against us."""
+    r = sherry_cases.good()
+    sherry = next(x for x in r["speed"] if x["format"] == "sherry" and x["status"] == "ok")
+    ik = dict(sherry, format="ik-iq2_bn", label="ik_llama.cpp IQ2_BN (2.0-bit), f16 head", peer=True,
+              decode_runs=[2 * v for v in sherry["decode_runs"]], decode_tok_s=2 * sherry["decode_tok_s"])
+    r["speed"].append(ik)
+    ch = registry.get("sherry")
+    ledger = C.Ledger("sherry", "book", list(ch.claims))
+    ch.record_claims(ledger, r)
+    e = ledger.entries["speed_vs_i2"]
+    assert e.holds == C.FAILS and e.ours == pytest.approx(0.5) and "ik_llama.cpp IQ2_BN" in e.shown
+    # a slower ik row leaves TQ2_0 deciding, named beside it
+    ik.update(decode_runs=[v / 2 for v in sherry["decode_runs"]], decode_tok_s=sherry["decode_tok_s"] / 2)
+    ledger = C.Ledger("sherry", "book", list(ch.claims))
+    ch.record_claims(ledger, r)
+    e = ledger.entries["speed_vs_i2"]
+    assert e.holds == C.HOLDS and "tq2_0" in e.shown.split(" vs ")[1].lower() and "also: ik_llama.cpp IQ2_BN" in e.shown
+
+
 def test_sherry_speed_claims_are_decided_on_per_round_ratios():
     r = sherry_cases.good()
     # Sherry ahead in two rounds, behind in one: the range over rounds straddles 1

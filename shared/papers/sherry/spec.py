@@ -61,6 +61,9 @@ ARENAS_FADED = 0.1
 SIZE_SHAPE = "bitnet-0.7b"
 
 
+#: the direct 2-bit peers speed_vs_i2 takes the fastest of (f16 heads, as our bf16 ones): llama.cpp's TQ2_0 and
+#: ik_llama.cpp's IQ2_BN / IQ2_BN_R4 (issue 41, point 1)
+TWO_BIT_PEERS = ("ggml-tq2_0", "ik-iq2_bn", "ik-iq2_bn_r4")
 #: Timing rounds of every speed comparison in the book profile (issue 40, point 4): the speed verdicts are decided on
 #: the range over rounds of per-round ratios, and with 3 rounds that range flipped between runs on one machine. With
 #: 7 rotated rounds the range over them covers the median ratio with probability 1 - 2 x 0.5^7 = 98.4% (the
@@ -107,9 +110,10 @@ SPEC = ParamSpec(
         "book": dict(speed_shapes=["bitnet-0.7b", "llama-3.2-1b", "bitnet-3b"],
                      speed_formats=["fp32", "bf16", "i2", "tl2", "sherry", "sherry-q8head", "sherry-a8",
                                     "sherry-a8-q8head"],
-                     # issue 41, point 1: ik_llama.cpp's fastest BitNet type (IQ2_BN_R4 by its author's and our
-                     # measurements) with either head beside llama.cpp's TQ types, in the same rotation
-                     speed_peers=[k for k in llamacpp.PEERS if k != "ggml-f16"] + ["ik-iq2_bn_r4", "ik-iq2_bn_r4-q8head"],
+                     # issue 41, point 1: ik_llama.cpp's 2-bit BitNet types (IQ2_BN and IQ2_BN_R4: each was the
+                     # fastest peer in one of our two quiet benches) with either head, beside llama.cpp's TQ types
+                     speed_peers=[k for k in llamacpp.PEERS if k != "ggml-f16"]
+                     + ["ik-iq2_bn", "ik-iq2_bn_r4", "ik-iq2_bn-q8head", "ik-iq2_bn_r4-q8head"],
                      speed_tokens=8, speed_repeats=SPEED_ROUNDS,
                      peer_rounds=SPEED_ROUNDS, ptq_chars=0, checkpoint="", variants=list(VARIANTS),
                      qat_blocks=list(QAT_BLOCKS), qat_batch=QAT_BATCH, block_size=256, qat_steps=QAT_STEPS, qat_lr=QAT_LR,
@@ -229,6 +233,12 @@ CLAIMS = [
             C.within(PAPER_SIZE_RATIO, SIZE_TOL), controls=("size_subject",)),
     C.Claim("speed_vs_tl2", "Sherry decodes faster than the 1.67-bit format (TL2)", "148.27 vs 116.83 tok/s (0.7B)",
             "speed table, i7-14700HX", C.predicate("ours > 1.0×", lambda v: v > 1.0, boundaries=(1.0,))),
+    # speed_vs_i2's test (>= 1.0x) is unchanged. What it is measured against moved from llama.cpp's TQ2_0 alone to
+    # the fastest of the direct 2-bit peers timed in the same rounds with an f16 head (TWO_BIT_PEERS: TQ2_0 and
+    # ik_llama.cpp's IQ2_BN / IQ2_BN_R4, 2 bits per weight as bitnet.cpp's I2_S): issue 41, point 1 asks every
+    # verdict row that names a peer to take the fastest peer row of its run, like for like, and ik_llama.cpp is the
+    # fastest BitNet CPU implementation by its author's measurements. Changed before any run that decided it with
+    # the ik rows (the last book run, session 42, had TQ2_0 alone: yes, [1.22, 1.51]).
     C.Claim("speed_vs_i2", "Sherry decodes at least as fast as the 2-bit format (I2_S)", "148.27 vs 132.13 tok/s (0.7B)",
             "speed table, i7-14700HX", C.predicate("ours ≥ 1.0×", lambda v: v >= 1.0, boundaries=(1.0,))),
     # speed_vs_ggml's test (> 1.0x) is unchanged since it was first fixed; what it is measured on moved from one

@@ -8,7 +8,7 @@ import numpy as np
 from acl26 import claims as C
 from acl26.papers.sherry import tables
 from acl26.papers.sherry.spec import (ARENAS_FADED, CLAIMS, PAPER_MB, PAPER_SIZE_RATIO, PAPER_SIZE_SHARE,  # noqa: F401
-                                      PPL_RESOLUTION, RANK_RESOLUTION)
+                                      PPL_RESOLUTION, RANK_RESOLUTION, TWO_BIT_PEERS)
 
 
 def _ratio_inputs(results: dict, a: str, b: str) -> dict | None:
@@ -122,8 +122,9 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
       differ on reading both sets of files back.
     * The speed claims at the first shape of the speed table where all three ternary formats were
       timed, on the range over rounds of the per-round tok/s ratio: ``speed_vs_tl2`` against our TL2
-      (a lookup kernel, as bitnet.cpp's TL2 is), ``speed_vs_i2`` against llama.cpp's TQ2_0 with an f16
-      head (row ``ggml-tq2_0``, a direct 2-bit kernel as bitnet.cpp's I2_S is; untested without it);
+      (a lookup kernel, as bitnet.cpp's TL2 is), ``speed_vs_i2`` against the fastest direct 2-bit peer timed with
+      an f16 head (:data:`.spec.TWO_BIT_PEERS`: llama.cpp's TQ2_0, ik_llama.cpp's IQ2_BN / IQ2_BN_R4, 2-bit
+      kernels as bitnet.cpp's I2_S is; untested without any);
       ``speed_vs_ggml`` on the range over rounds of the faster TQ kernel's time over ours for one
       decode step's projections (``llamacpp_model_gemv``: every projection shape of the 0.7B model,
       summed over a step); results without it fall back to the first matrix shape of ``llamacpp_gemv``.
@@ -208,7 +209,11 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
 
     if shape:
         s, i2, tl2 = by[(shape, "sherry")], by[(shape, "i2")], by[(shape, "tl2")]
-        tq1, tq2 = by.get((shape, "ggml-tq1_0")), by.get((shape, "ggml-tq2_0"))
+        tq1 = by.get((shape, "ggml-tq1_0"))
+        # the fastest 2-bit peer timed with an f16 head (issue 41, point 1): llama.cpp's TQ2_0 or ik_llama.cpp's
+        # IQ2_BN / IQ2_BN_R4 (2 bits per weight, as bitnet.cpp's I2_S; spec.TWO_BIT_PEERS)
+        tq2 = max((by[(shape, k)] for k in TWO_BIT_PEERS if (shape, k) in by), key=lambda r: r["decode_tok_s"],
+                  default=None)
         iv = stats.repeat_range(round_ratios(s, tl2))
         ledger.record("speed_vs_tl2", iv.estimate, interval=iv,
                       shown=f"Sherry {tok(s)} vs our TL2 {tok(tl2)} ({shape}, {s['threads']} threads)"
@@ -217,16 +222,23 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
                            "range over rounds" + ("" if tq1 else "; llama.cpp's TQ1_0 was not timed"))
         if tq2:
             iv = stats.repeat_range(round_ratios(s, tq2))
+            def name(r):
+                return r.get("label") or r["format"]
+
+            others = [f"{name(by[(shape, k)])} {tok(by[(shape, k)])}" for k in TWO_BIT_PEERS
+                      if (shape, k) in by and by[(shape, k)] is not tq2]
             ledger.record("speed_vs_i2", iv.estimate, interval=iv,
-                          shown=f"Sherry {tok(s)} vs llama.cpp TQ2_0 {tok(tq2)} ({shape}, {s['threads']} threads); "
-                                f"our lookup-table I2 {tok(i2)}",
-                          note="decided against ggml's TQ2_0, a direct 2-bit decode-and-multiply kernel as bitnet.cpp's "
-                               "I2_S is, with embeddings and head in f16 as ours are in bf16; per-round ratios, range "
+                          shown=f"Sherry {tok(s)} vs {name(tq2)} {tok(tq2)} ({shape}, {s['threads']} threads), the "
+                                f"fastest 2-bit peer timed" + (f" (also: {'; '.join(others)})" if others else "")
+                                + f"; our lookup-table I2 {tok(i2)}",
+                          note="decided against the fastest direct 2-bit peer of the run (llama.cpp's TQ2_0, "
+                               "ik_llama.cpp's IQ2_BN / IQ2_BN_R4: 2-bit decode-and-multiply kernels as bitnet.cpp's "
+                               "I2_S is), with embeddings and head in f16 as ours are in bf16; per-round ratios, range "
                                "over rounds")
         else:
-            miss = next((r for r in rows if r["shape"] == shape and r["format"] == "ggml-tq2_0"), None)
-            ledger.untested("speed_vs_i2", "llama.cpp's TQ2_0 (the direct 2-bit peer) was not timed"
-                            + (f": {miss['reason']}" if miss and miss.get("reason") else "")
+            miss = [r for r in rows if r["shape"] == shape and r["format"] in TWO_BIT_PEERS and r.get("reason")]
+            ledger.untested("speed_vs_i2", "no direct 2-bit peer (llama.cpp's TQ2_0, ik_llama.cpp's IQ2_BN) was timed"
+                            + (": " + "; ".join(f"{r['format']}: {r['reason']}" for r in miss) if miss else "")
                             + f"; our lookup-table I2: {tok(i2)} vs Sherry {tok(s)}")
     else:
         for cid in ("speed_vs_tl2", "speed_vs_i2"):
