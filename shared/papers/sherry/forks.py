@@ -95,6 +95,46 @@ class Fork:
         return f"{self.name} ({self.role}) built in {time.perf_counter() - t0:.0f} s into {where}"
 
 
+def module_api(fork: Fork, module: str) -> tuple:
+    """The build API of the module ``module`` that runs ``fork``: ``(build_dir, binary, available, require, build,
+    prepare)``, as :class:`Fork`'s methods, except that each reaches the others through the module's own
+    attributes when called, so that replacing one of them in the module (as the tests do: a foreign
+    ``build_dir``, ``available`` False) changes what the others do, as for functions written in the module."""
+    import sys
+
+    def mod():
+        return sys.modules[module]
+
+    def build_dir() -> Path:
+        """Where this machine's build lives: keyed by the source's hash, the flags, the overlay and the CPU."""
+        return fork.build_dir()
+
+    def binary(name: str) -> Path:
+        return mod().build_dir() / "bin" / name
+
+    def available() -> bool:
+        return all(mod().binary(t).is_file() for t in fork.targets)
+
+    def require() -> None:
+        if not mod().available():
+            raise fork.error(fork.missing_message())
+
+    def build(*, jobs: int | None = None, force: bool = False) -> Path:
+        """Build the fork's targets once into ``build_dir()`` (atomically: a failed build leaves nothing)."""
+        return globals()["build"](fork, mod().build_dir(), done=mod().available() and not force, jobs=jobs, force=force)
+
+    def prepare(force: bool = False) -> str | None:
+        """Build the fork's tools once: what was built and how long it took, or None when they are built already
+        (and not ``force``); raises the fork's error when they cannot be built here."""
+        if mod().available() and not force:
+            return None
+        t0 = time.perf_counter()
+        where = mod().build(force=force)
+        return f"{fork.name} ({fork.role}) built in {time.perf_counter() - t0:.0f} s into {where}"
+
+    return build_dir, binary, available, require, build, prepare
+
+
 def build(fork: Fork, final: Path, *, done: bool, jobs: int | None = None, force: bool = False) -> Path:
     """Build ``fork``'s targets into ``final`` unless ``done``: refused in one line (``fork.error``) where
     the build tools are missing, or where ``final`` holds something acl26 did not build (unless

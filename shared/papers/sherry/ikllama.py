@@ -64,10 +64,9 @@ IKLLAMA = Fork(name="ik_llama.cpp", cache="ikllama", asset=ASSET, source=SOURCE,
 tools_missing = forks.tools_missing
 
 
-# the module's build API: the fork's own (where its build lives, its tools, the refusal, the build, and
-# ``prepare``: build once, saying what was built and how long it took, or None when it was built already)
-build_dir, binary, available, require, build, prepare = (
-    IKLLAMA.build_dir, IKLLAMA.binary, IKLLAMA.available, IKLLAMA.require, IKLLAMA.build, IKLLAMA.prepare)
+# the module's build API (forks.module_api): where its build lives, its tools, the refusal, the build, and
+# ``prepare`` (build once, saying what was built and how long it took, or None when it was built already)
+build_dir, binary, available, require, build, prepare = forks.module_api(IKLLAMA, __name__)
 
 
 def prepare_peers(force: bool = False) -> str | None:

@@ -52,10 +52,9 @@ LLAMACPP = Fork(name="llama.cpp", cache="llamacpp", asset=ASSET, source=SOURCE, 
 tools_missing = forks.tools_missing
 
 
-# the module's build API: the fork's own (where its build lives, its tools, the refusal, the build, and
-# ``prepare``: build once, saying what was built and how long it took, or None when it was built already)
-build_dir, binary, available, require, build, prepare = (
-    LLAMACPP.build_dir, LLAMACPP.binary, LLAMACPP.available, LLAMACPP.require, LLAMACPP.build, LLAMACPP.prepare)
+# the module's build API (forks.module_api): where its build lives, its tools, the refusal, the build, and
+# ``prepare`` (build once, saying what was built and how long it took, or None when it was built already)
+build_dir, binary, available, require, build, prepare = forks.module_api(LLAMACPP, __name__)
 
 
 _PERF_LINE = re.compile(r"MUL_MAT\((?P<params>.*?)\):\s+(?P<runs>\d+) runs -\s+(?P<us>[\d.]+) us/run")
