@@ -51,8 +51,25 @@ def matrix(w, k: int, layer: int) -> np.ndarray:
     rows, cols = w.rows()[k], w.cols()[k]
     if w.fmt == "bf16":
         return bf16_float(w.dense[k][layer])
-    T = unpack(w.fmt, w.codes[k][layer], w.signs[k][layer], (rows, cols)).astype(np.float64)
+    T = _unpacked(w.fmt, w.codes[k][layer], w.signs[k][layer], (rows, cols))
     return w.scales[k][layer].astype(np.float64)[:, None] * T
+
+
+_UNPACKED: dict = {}
+
+
+def _unpacked(fmt, codes, signs, shape) -> np.ndarray:
+    """``unpack`` as float64, kept by the streams' bytes: the twin's pure-Python unpack took about 90% of a
+    step-over-positions test when every position unpacked every matrix again. The key is the content
+    (not the array's identity), so new weights with the same id are never served stale."""
+    key = (fmt, shape, codes.shape, signs.shape, codes.tobytes(), signs.tobytes())
+    if key not in _UNPACKED:
+        if len(_UNPACKED) >= 64:
+            _UNPACKED.clear()
+        T = unpack(fmt, codes, signs, shape).astype(np.float64)
+        T.flags.writeable = False
+        _UNPACKED[key] = T
+    return _UNPACKED[key]
 
 
 def _in(w, x, act8=False):
