@@ -144,7 +144,7 @@ SPEC = ParamSpec(
                      calib_blocks=2, calib_source="sotu", calib_alt="shakespeare", batch_blocks=8, k_base=1,
                      k_base_sweep=[0, 1, 3, 5], lexi_samples=512, match_iters=6, match_blocks=2, n_resamples=2999,
                      speed_shape="dsv2-lite", speed_prefill=512, speed_rounds=7),
-        "smoke": dict(models_profile="smoke", moefy_experts=4, moefy_shared=2, moefy_layers=[0, 1], moefy_blocks=2, native_blocks=2,
+        "smoke": dict(models_profile="smoke", moefy_experts=4, moefy_shared=2, moefy_layers=[27, 28], native_margin=0.02, moefy_blocks=2, native_blocks=2,
                       seeds=[0], budgets=[1, 2], eval_blocks=4, calib_blocks=1, batch_blocks=2,
                       k_base_sweep=[0, 1], lexi_samples=32, match_iters=3, match_blocks=1, n_resamples=199,
                       speed_shape="tiny", speed_prefill=32, speed_rounds=2),
