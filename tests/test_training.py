@@ -135,7 +135,7 @@ def _training_script(tmp_path, *, name, steps, sleep, eval_every, checkpoint_eve
 
 def test_killed_process_resumes_rather_than_restarting(cache, tmp_path):
     """SIGKILL a training process after its first checkpoints; the rerun picks up from the last one."""
-    script = _training_script(tmp_path, name="k", steps=400, sleep=0.05, eval_every=50, checkpoint_every=10,
+    script = _training_script(tmp_path, name="k", steps=200, sleep=0.05, eval_every=50, checkpoint_every=10,
                               show="RESUMED_FROM res.resumed_from")
     env = {**os.environ, "ACL26_CACHE": str(cache)}
     proc = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, text=True)
