@@ -38,8 +38,10 @@ SiLU uses a polynomial ``exp`` (:func:`_expf`, within 2 ulp; Cephes' expf) so th
 The head is the bf16 table, or an 8-bit copy in ggml's Q8_0 layout (:func:`q8_head`: int8 weights,
 a float16 scale per block of 32, 8.5 bits per weight) multiplied by the hidden state quantized to
 int16 (one scale per token; exact int32 sums per block with ``vpmaddwd`` where the CPU has
-AVX-512 BW). The embedding lookup reads the bf16 table. Activations, norms, the KV cache and all
-other sums are float32.
+AVX-512 BW). The embedding lookup reads the bf16 table. Activations, norms and all other sums are
+float32. The KV cache is float32 or float16 (the caller's choice, by the arrays it gives :func:`new_state`;
+llama.cpp's default is float16): a float16 cache stores each new key and value rounded to float16 (to nearest,
+ties to even) and attention widens them back exactly, so its reads halve.
 
 Parallel regions (numba ``prange``, on numba's thread count): per block one for q|k|v, one for
 attention (over heads), one for o, one for gate|up and one for down; one for the head. That is
@@ -70,7 +72,8 @@ from acl26.kernels._jit import njit
 from acl26.kernels.ternary import act8 as a8
 from acl26.kernels.ternary.formats import PATTERNS_T
 from acl26.kernels.ternary.intrinsics import (BF16_INPUTS, Q8_BLOCK, ROUND, dot64_bf16, dot_q8_blocks, f32_bits,
-                                              f32_of_bf16, f32_of_bits, f32_of_f16, vaxpy, vdot)
+                                              f32_of_bf16, f32_of_bits, f32_of_f16, kv_get, kv_put, vaxpy,
+                                              vdot)
 from acl26.kernels.ternary.simd import lut_fill, lut_tile
 
 #: public functions of this module that are not kernels (no jitted core of their own)
@@ -276,13 +279,15 @@ def _check_state(w: Weights, state) -> None:
 
 
 class State:
-    """The buffers of :func:`step` for one :class:`Weights` and one KV cache (``k``, ``v``: float32
+    """The buffers of :func:`step` for one :class:`Weights` and one KV cache (``k``, ``v``: float32 or float16
     ``(layers, kv_heads, capacity, head_dim)``, written at each step's position): activations, the
     lookup table, per-task outputs, attention scores, RoPE tables for positions ``0 .. capacity-1``
     and ``logits`` (float32 ``(vocab,)``, the last step's)."""
 
     def __init__(self, w: Weights, k: np.ndarray, v: np.ndarray):
         self.k, self.v = k, v
+        # what the jitted code reads: float32 as it is, float16 as its bits (uint16; kv_get / kv_put convert)
+        self.kc, self.vc = (a.view(np.uint16) if a.dtype == np.float16 else a for a in (k, v))
         self.made_for = _state_key(w)  # the buffers' sizes follow these (see _check_state)
         cap = k.shape[2]
         hidden, inter = w.hidden, w.intermediate
@@ -321,16 +326,18 @@ class State:
 
 
 def new_state(w: Weights, k: np.ndarray, v: np.ndarray) -> State:
-    """A :class:`State` for ``w`` decoding into the cache ``k``, ``v`` (ValueError if they do not fit)."""
+    """A :class:`State` for ``w`` decoding into the cache ``k``, ``v`` (ValueError if they do not fit): float32,
+    or float16 (keys and values stored rounded to float16, see the module docstring), both of one dtype."""
     check_weights(w)
     want = (w.layers, w.kv_heads)
     for name, a in (("k", k), ("v", v)):
-        if not (isinstance(a, np.ndarray) and a.dtype == np.float32 and a.ndim == 4 and a.shape[:2] == want
+        if not (isinstance(a, np.ndarray) and a.dtype in (np.float32, np.float16) and a.ndim == 4 and a.shape[:2] == want
                 and a.shape[3] == w.head_dim and a.shape[2] >= 1 and a.flags.c_contiguous):
-            raise ValueError(f"{name} must be a C-contiguous float32 cache (layers {w.layers}, kv_heads {w.kv_heads}, "
-                             f"capacity, head_dim {w.head_dim}), got {getattr(a, 'dtype', '')} {getattr(a, 'shape', a)}")
-    if k.shape != v.shape:
-        raise ValueError(f"k and v must have one shape, got {k.shape} and {v.shape}")
+            raise ValueError(f"{name} must be a C-contiguous float32 or float16 cache (layers {w.layers}, kv_heads "
+                             f"{w.kv_heads}, capacity, head_dim {w.head_dim}), got {getattr(a, 'dtype', '')} "
+                             f"{getattr(a, 'shape', a)}")
+    if k.shape != v.shape or k.dtype != v.dtype:
+        raise ValueError(f"k and v must have one shape and dtype, got {k.dtype} {k.shape} and {v.dtype} {v.shape}")
     return State(w, k, v)
 
 
@@ -354,7 +361,7 @@ def step(w: Weights, state: State, token: int, pos: int, *, simd: str | None = N
     level = tn.simd_level(simd)
     s = state
     _blocks(token, pos, w.embed, w.norms, w.final_norm, s.cos, s.sin, w.dense, w.codes, w.signs, w.scales, s.pt, level,
-            w.fmt in ("sherry", "tl2"), w.heads, w.kv_heads, np.float32(w.eps), s.k, s.v, s.x, s.h, s.y, s.qkv, s.att,
+            w.fmt in ("sherry", "tl2"), w.heads, w.kv_heads, np.float32(w.eps), s.kc, s.vc, s.x, s.h, s.y, s.qkv, s.att,
             s.gu, s.act, s.xpad, s.xb, s.lut, s.scratch, w.act8, s.a8buf, s.scores)
     t0 = time.perf_counter()
     nxt = _head(w, s)
@@ -387,7 +394,7 @@ def profile_parts(w: Weights, state: State, context: int, *, repeats: int = 5, s
                          s.a8buf, s.h, s.att, s.act, s.qkv, s.y, s.gu, w.layers)
 
     def attention():
-        _all_attention(s.qkv, s.k, s.v, context, s.att, s.scores, w.heads // w.kv_heads,
+        _all_attention(s.qkv, s.kc, s.vc, context, s.att, s.scores, w.heads // w.kv_heads,
                        np.float32(1.0 / math.sqrt(w.head_dim)))
 
     def head():
@@ -544,7 +551,8 @@ def _rope(v, off, hd, cos, sin, pos):
 @njit(cache=True, fastmath=True)
 def _attend(h, qkv, K, V, T, out, scores, group, inv_sqrt):
     """Head ``h``: softmax(q K^T / sqrt(hd)) V over positions ``0 .. T-1`` into ``out[h*hd : (h+1)*hd]``.
-    ``K`` and ``V`` are one layer's cache, flat: position ``t`` of kv head ``g`` starts at ``(g*cap + t)*hd``."""
+    ``K`` and ``V`` are one layer's cache, flat: position ``t`` of kv head ``g`` starts at ``(g*cap + t)*hd``;
+    float32, or float16 bits (uint16) widened exactly as they are read."""
     hd = out.shape[0] // scores.shape[0]
     cap = scores.shape[1]
     kv = h // group
@@ -555,7 +563,7 @@ def _attend(h, qkv, K, V, T, out, scores, group, inv_sqrt):
         k0 = (kv * cap + t) * hd
         s = vdot(qkv, q0, K, k0, m16)
         for d in range(m16, hd):
-            s += qkv[q0 + d] * K[k0 + d]
+            s += qkv[q0 + d] * kv_get(K, k0 + d)
         s *= inv_sqrt
         scores[h, t] = s
         if s > m:
@@ -573,7 +581,7 @@ def _attend(h, qkv, K, V, T, out, scores, group, inv_sqrt):
         v0 = (kv * cap + t) * hd
         vaxpy(out, q0, V, v0, p, m16)
         for d in range(m16, hd):
-            out[q0 + d] += p * V[v0 + d]
+            out[q0 + d] += p * kv_get(V, v0 + d)
 
 
 @njit(cache=True, parallel=True)
@@ -675,7 +683,7 @@ def _all_attention(qkv, Kc, Vc, T, att, scores, group, inv_sqrt):
 def _blocks(tok, pos, embed, norms, fnorm, cos, sin, dense, codes, signs, scales, PT, level, signed, H, KV, eps,
             Kc, Vc, x, h, y, qkv, att, gu, act, xpad, xb, lut, scratch, act8, a8buf, scores):
     """Everything of a step but the head: the final-normed hidden state is left in ``h``."""
-    hd = Kc.shape[3]
+    hd, cap = Kc.shape[3], Kc.shape[2]
     qd, kvd = H * hd, KV * hd
     inv_sqrt = np.float32(1.0 / math.sqrt(hd))
     for j in range(x.shape[0]):
@@ -685,12 +693,13 @@ def _blocks(tok, pos, embed, norms, fnorm, cos, sin, dense, codes, signs, scales
         _mv(0, layer, h, qkv, dense, codes, signs, scales, PT, level, signed, xpad, xb, lut, scratch, act8, a8buf)
         for a in range(H):
             _rope(qkv, a * hd, hd, cos, sin, pos)
+        Kl, Vl = Kc[layer].reshape(-1), Vc[layer].reshape(-1)
         for a in range(KV):
             _rope(qkv, qd + a * hd, hd, cos, sin, pos)
             for d in range(hd):
-                Kc[layer, a, pos, d] = qkv[qd + a * hd + d]
-                Vc[layer, a, pos, d] = qkv[qd + kvd + a * hd + d]
-        _attention(qkv, Kc[layer].reshape(-1), Vc[layer].reshape(-1), pos + 1, att, scores, H // KV, inv_sqrt)
+                kv_put(Kl, (a * cap + pos) * hd + d, qkv[qd + a * hd + d])
+                kv_put(Vl, (a * cap + pos) * hd + d, qkv[qd + kvd + a * hd + d])
+        _attention(qkv, Kl, Vl, pos + 1, att, scores, H // KV, inv_sqrt)
         _mv(1, layer, att, y, dense, codes, signs, scales, PT, level, signed, xpad, xb, lut, scratch, act8, a8buf)
         for j in range(x.shape[0]):
             x[j] += y[j]

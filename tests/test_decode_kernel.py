@@ -35,9 +35,9 @@ def _weights(fmt, shape=SHAPE, seed=4):
     return m, decoder.fused_weights(m)
 
 
-def _cache(w, cap=len(TOKENS)):
+def _cache(w, cap=len(TOKENS), dtype=np.float32):
     dims = (w.layers, w.kv_heads, cap, w.head_dim)
-    return np.zeros(dims, np.float32), np.zeros(dims, np.float32)
+    return np.zeros(dims, dtype), np.zeros(dims, dtype)
 
 
 @pytest.mark.parametrize("fmt", kd.FORMATS)
@@ -179,6 +179,12 @@ def test_step_refuses_bad_input_in_one_line():
         kd.new_state(w, k[:, :, :, :4].copy(), v)
     with pytest.raises(ValueError, match="k and v"):
         kd.new_state(w, k, v[:, :, :2].copy())
+    with pytest.raises(ValueError, match="k and v must have one shape and dtype"):
+        kd.new_state(w, k, v.astype(np.float16))
+    with pytest.raises(ValueError, match="k must be a C-contiguous float32 or float16 cache"):
+        kd.new_state(w, k.astype(np.float64), v.astype(np.float64))
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        decoder.build_model(SHAPE, "sherry", seed=0).new_cache(4, "bfloat16")
     bad = w._replace(scales=(w.scales[0][:, :-1].copy(),) + w.scales[1:])
     with pytest.raises(ValueError, match=r"scales\[0\] \(qkv\)"):
         kd.check_weights(bad)
@@ -283,3 +289,88 @@ def test_a_state_made_for_other_weights_is_refused():
     with pytest.raises(ValueError, match="state was made for other weights"):
         kd.step(wt, st, 1, 0)
     kd.step(w8, kd.new_state(w8, *_cache(w8)), 1, 0)
+
+
+# ---- the float16 KV cache (issue 41, point 2): keys and values stored rounded to float16, read back exactly
+
+
+@pytest.mark.parametrize("fmt", ["sherry", "bf16"])
+def test_f16_cache_step_matches_the_twin_with_an_f16_cache(fmt):
+    """The twin stores into float16 caches too (numpy rounds to nearest, ties to even); the step's other sums
+    are float32 in another order than the twin's float64, so the same tolerances hold as with float32 caches."""
+    _, w = _weights(fmt)
+    st = kd.new_state(w, *_cache(w, dtype=np.float16))
+    assert st.k.dtype == np.float16
+
+    class Twin:
+        k, v = _cache(w, dtype=np.float16)
+        logits = np.zeros(w.vocab)
+
+    rtol = RTOL_BF16_STEP if fmt == "bf16" else RTOL
+    for pos, tok in enumerate(TOKENS):
+        got = kd.step(w, st, tok, pos)
+        want = naive_decode.step(w, Twin, tok, pos)
+        scale = np.abs(Twin.logits).max()
+        assert np.abs(st.logits - Twin.logits).max() <= rtol * scale, (fmt, pos)
+        top2 = np.sort(Twin.logits)[-2:]
+        if top2[1] - top2[0] > 2 * rtol * scale:
+            assert got == want, (fmt, pos)
+    assert np.abs(st.k.astype(np.float32) - Twin.k).max() <= 2 ** -10 * np.abs(Twin.k).max()
+
+
+@pytest.mark.parametrize("act8", [False, True])
+def test_f16_cache_holds_the_f32_keys_and_values_rounded(act8):
+    """Block 0 at position 0 computes its key and value before reading the cache, so a float16 cache holds
+    exactly the float32 cache's values rounded to float16; the logits then differ by that rounding only."""
+    _, w = _weights("sherry")
+    w = kd.with_act8(w) if act8 else w
+    s32 = kd.new_state(w, *_cache(w))
+    s16 = kd.new_state(w, *_cache(w, dtype=np.float16))
+    kd.step(w, s32, 7, 0)
+    kd.step(w, s16, 7, 0)
+    assert np.array_equal(s16.k[0, :, 0].view(np.uint16), s32.k[0, :, 0].astype(np.float16).view(np.uint16))
+    assert np.array_equal(s16.v[0, :, 0].view(np.uint16), s32.v[0, :, 0].astype(np.float16).view(np.uint16))
+    assert not s16.k[:, :, 1:].any(), "only position 0 is written"
+    assert np.abs(s16.logits - s32.logits).max() <= 2 ** -8 * np.abs(s32.logits).max()
+
+
+def test_kv_put_rounds_as_numpy_and_kv_get_widens_exactly():
+    """Every float16 bit pattern widens as numpy's; float32 values around float16's ties, subnormals, its
+    largest finite value, past it and the infinities round as numpy's float32 -> float16 cast (to nearest, ties
+    to even, overflow to inf); a float32 array passes through both unchanged."""
+    from acl26.kernels._jit import njit
+    from acl26.kernels.ternary.intrinsics import kv_get, kv_put
+
+    @njit
+    def put_all(a, x):
+        for i in range(x.shape[0]):
+            kv_put(a, i, x[i])
+
+    @njit
+    def get_all(a, out):
+        for i in range(out.shape[0]):
+            out[i] = kv_get(a, i)
+
+    bits = np.arange(2 ** 16, dtype=np.uint32).astype(np.uint16)
+    finite = bits[np.isfinite(bits.view(np.float16))]
+    out = np.empty(finite.size, np.float32)
+    get_all(finite, out)
+    assert np.array_equal(out.view(np.uint32), finite.view(np.float16).astype(np.float32).view(np.uint32))
+    rng = np.random.default_rng(0)
+    h = finite.view(np.float16).astype(np.float32)
+    ties = (h[:-1] + h[1:]) / 2  # float32 holds every midpoint of two neighbouring float16 values exactly
+    x = np.concatenate([h, ties, np.nextafter(ties, np.float32(np.inf)), np.nextafter(ties, np.float32(-np.inf)),
+                        np.float32([65504, 65519.99, 65520, 1e6, -1e6, np.inf, -np.inf, 0.0, -0.0, 2 ** -25, 2 ** -26]),
+                        rng.standard_normal(10_000).astype(np.float32) * np.float32(100)]).astype(np.float32)
+    x = x[np.isfinite(x) | np.isinf(x)]
+    a = np.zeros(x.size, np.uint16)
+    put_all(a, x)
+    with np.errstate(over="ignore"):
+        want = x.astype(np.float16).view(np.uint16)
+    assert np.array_equal(a, want)
+    f = np.zeros(x.size, np.float32)
+    put_all(f, x)
+    back = np.empty(x.size, np.float32)
+    get_all(f, back)
+    assert np.array_equal(f.view(np.uint32), x.view(np.uint32)) and np.array_equal(back.view(np.uint32), x.view(np.uint32))
+

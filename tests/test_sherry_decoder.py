@@ -410,6 +410,25 @@ def test_decode_summary_compares_like_for_like():
     assert "vs" not in out["sherry-q8head"] and "vs" not in out["sherry"]  # the references themselves
 
 
+def test_the_fused_rows_decode_into_a_float16_cache_and_numpy_into_float32(monkeypatch):
+    """speed.FUSED_KV: llama.cpp's default cache type, so attention reads the same bytes as the peers' (issue 41)."""
+    assert speed.FUSED_KV == "float16"
+    made = []
+    new_cache = decoder.Model.new_cache
+
+    def recording(self, capacity, dtype="float32"):
+        made.append((self.fused is not None, dtype))
+        return new_cache(self, capacity, dtype)
+
+    monkeypatch.setattr(decoder.Model, "new_cache", recording)
+    rows = speed.speed_table(["tiny"], ["fp32", "sherry"], tokens=2, repeats=1, context=3, progress=False)
+    assert {r["format"] for r in rows} == {"fp32", "sherry"} and all(r["decode_tok_s"] > 0 for r in rows)
+    assert sorted(set(made)) == [(False, "float32"), (True, "float16")]
+    made.clear()
+    speed.decode_profile("tiny", ["sherry"], tokens=2, context=3, repeats=1, progress=False)
+    assert set(made) == {(False, "float32"), (True, "float16")}  # numpy first, then the fused step
+
+
 def test_decode_profile_parts_and_refusals():
     rows = speed.decode_profile("tiny", ["sherry"], tokens=2, context=3, repeats=1, progress=False)
     parts = {(r["engine"], r["part"]): r for r in rows}

@@ -7,7 +7,8 @@ tables), :mod:`.act8` (the byte tables) and :mod:`acl26.kernels.decode` (the fus
   :data:`V8I`, :class:`BFloat`) and helpers for an intrinsic's code generation (:func:`splat`, :func:`load`,
   :func:`fma16`, :func:`hsum`, :func:`row_ptr`, :func:`vec_ptr`).
 * Numba intrinsics, called from jitted code: the scalar bit casts :func:`f32_of_bf16`, :func:`f32_of_f16`,
-  :func:`f32_bits` and :func:`f32_of_bits`; the 16-lane float32 loops :func:`vdot` and :func:`vaxpy`; the
+  :func:`f32_bits` and :func:`f32_of_bits`; the 16-lane float32 loops :func:`vdot` and :func:`vaxpy` and the
+  KV cache's element access :func:`kv_get` / :func:`kv_put` (float32, or float16 bits in uint16); the
   row dot products :func:`dot64_bf16` (bfloat16 weights) and :func:`dot_q8_blocks` (int8 weights, a scale
   per block of :data:`Q8_BLOCK`).
 * :data:`ROUND`: ``v + ROUND - ROUND`` rounds a float32 to an integer with two adds, so loops over it
@@ -28,7 +29,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 #: public functions of this module that are not kernels (code-generation helpers: no jitted core, no numpy twin)
-NOT_KERNELS = ("host_features", "splat", "load", "fma16", "hsum", "row_ptr", "vec_ptr")
+NOT_KERNELS = ("host_features", "splat", "load", "fma16", "hsum", "row_ptr", "vec_ptr", "load16f")
 
 
 def host_features() -> frozenset[str]:
@@ -106,9 +107,27 @@ def row_ptr(context, builder, ty, val, r, etype):
 
 
 def vec_ptr(context, builder, ty, val, off):
-    """Pointer to element ``off`` of a 1-D C array."""
+    """Pointer to element ``off`` of a 1-D C array (float32, or uint16: float16 bits, see :func:`load16f`)."""
     a = context.make_array(ty)(context, builder, val)
-    return builder.gep(a.data, [off], source_etype=F32)
+    return builder.gep(a.data, [off], source_etype=I16 if ty.dtype == types.uint16 else F32)
+
+
+#: the element types :func:`vdot`'s ``b``, :func:`vaxpy`'s ``a``, :func:`kv_get` and :func:`kv_put` take: float32,
+#: or uint16 holding float16 bits (the fused step's f16 KV cache)
+KV_DTYPES = (types.float32, types.uint16)
+
+
+def _kv_array(a) -> bool:
+    return isinstance(a, types.Array) and a.layout == "C" and a.ndim == 1 and a.dtype in KV_DTYPES
+
+
+def load16f(builder, ptr, ty, off):
+    """16 float32 lanes from element ``off`` of ``ptr`` (from :func:`vec_ptr` of an array of type ``ty``):
+    float32 as they are, float16 bits (a uint16 array) widened exactly."""
+    if ty.dtype == types.uint16:
+        h = load(builder, builder.gep(ptr, [off], source_etype=I16), ir.VectorType(I16, 16))
+        return builder.fpext(builder.bitcast(h, ir.VectorType(ir.HalfType(), 16)), V16F)
+    return load(builder, builder.gep(ptr, [off], source_etype=F32), V16F)
 
 
 class BFloat(ir.Type):
@@ -170,10 +189,44 @@ def f32_of_bits(typingctx, u):
 
 
 @intrinsic
+def kv_get(typingctx, a, i):
+    """Element ``i`` of a 1-D C array as float32: a float32 as it is, float16 bits (uint16) widened exactly."""
+    if not (_kv_array(a) and isinstance(i, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ty = signature.args[0]
+        v = builder.load(vec_ptr(context, builder, ty, args[0], context.cast(builder, args[1], signature.args[1],
+                                                                             types.int64)))
+        return builder.fpext(builder.bitcast(v, ir.HalfType()), F32) if ty.dtype == types.uint16 else v
+
+    return types.float32(a, i), codegen
+
+
+@intrinsic
+def kv_put(typingctx, a, i, v):
+    """``a[i] = v`` for a float32 ``v``: as it is into a float32 array, rounded to float16 (to nearest, ties to
+    even; past the float16 range, inf) into a uint16 array of float16 bits."""
+    if not (_kv_array(a) and isinstance(i, types.Integer) and v == types.float32):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ty = signature.args[0]
+        p = vec_ptr(context, builder, ty, args[0], context.cast(builder, args[1], signature.args[1], types.int64))
+        val = args[2]
+        if ty.dtype == types.uint16:
+            val = builder.bitcast(builder.fptrunc(val, ir.HalfType()), I16)
+        builder.store(val, p)
+        return context.get_dummy_value()
+
+    return types.void(a, i, v), codegen
+
+
+@intrinsic
 def vdot(typingctx, a, ao, b, bo, n):
     """``sum_{i < n} a[ao + i] * b[bo + i]`` for ``n`` a multiple of 16 (16-lane FMAs, a tree sum); 1-D
-    C-contiguous float32 arrays."""
-    if not all(isinstance(v, types.Array) and v.layout == "C" for v in (a, b)):
+    C-contiguous arrays, ``a`` float32, ``b`` float32 or float16 bits (uint16, widened exactly)."""
+    if not (_kv_array(a) and a.dtype == types.float32 and _kv_array(b)):
         return None
     sig = types.float32(a, ao, b, bo, n)
 
@@ -187,7 +240,7 @@ def vdot(typingctx, a, ao, b, bo, n):
         with cgutils.for_range(builder, builder.udiv(n_, ir.Constant(I64, 16))) as it:
             off = builder.mul(it.index, ir.Constant(I64, 16))
             va = load(builder, builder.gep(pa, [off], source_etype=F32), V16F)
-            vb = load(builder, builder.gep(pb, [off], source_etype=F32), V16F)
+            vb = load16f(builder, pb, tys[2], off)
             builder.store(builder.call(fma, [va, vb, builder.load(acc)]), acc)
         return hsum(builder, builder.load(acc))
 
@@ -196,8 +249,9 @@ def vdot(typingctx, a, ao, b, bo, n):
 
 @intrinsic
 def vaxpy(typingctx, y, yo, a, ao, p, n):
-    """``y[yo + i] += p * a[ao + i]`` for ``i < n``, ``n`` a multiple of 16 (1-D C float32 arrays)."""
-    if not all(isinstance(v, types.Array) and v.layout == "C" for v in (y, a)):
+    """``y[yo + i] += p * a[ao + i]`` for ``i < n``, ``n`` a multiple of 16 (1-D C arrays: ``y`` float32, ``a``
+    float32 or float16 bits, uint16, widened exactly)."""
+    if not (_kv_array(y) and y.dtype == types.float32 and _kv_array(a)):
         return None
     sig = types.void(y, yo, a, ao, p, n)
 
@@ -212,7 +266,7 @@ def vaxpy(typingctx, y, yo, a, ao, p, n):
         with cgutils.for_range(builder, builder.udiv(n_, ir.Constant(I64, 16))) as it:
             off = builder.mul(it.index, ir.Constant(I64, 16))
             yp = builder.gep(py, [off], source_etype=F32)
-            va = load(builder, builder.gep(pa, [off], source_etype=F32), V16F)
+            va = load16f(builder, pa, tys[2], off)
             builder.store(builder.call(fma, [pv, va, load(builder, yp, V16F)]),
                           builder.bitcast(yp, V16F.as_pointer()), align=1)
         return context.get_dummy_value()

@@ -95,7 +95,7 @@ def _rope(v, pos, inv_freq):
 
 def step(w, state, token: int, pos: int, act8: bool = False) -> int:
     """The twin of ``acl26.kernels.decode.step``: writes keys and values into ``state.k`` / ``state.v`` at
-    ``pos`` (float32) and the logits into ``state.logits``; returns their argmax. ``act8``: the twin of
+    ``pos`` (in their dtype: float32, or float16 rounded by numpy to nearest, ties to even) and the logits into ``state.logits``; returns their argmax. ``act8``: the twin of
     weights made by ``decode.with_act8(w)`` (``w`` itself holds the float-activation streams)."""
     H, KV, hd, inter = w.heads, w.kv_heads, w.head_dim, w.intermediate
     eps = float(w.eps)

@@ -70,6 +70,8 @@ MB = 2 ** 20  # the paper's "MB" (see the module docstring)
 PACKED = ("i2", "tl2", "sherry")
 #: formats with a fused decode step (:mod:`acl26.kernels.decode`); fp32 runs through PyTorch only
 FUSED = ("bf16",) + PACKED
+#: the KV cache's element types (:meth:`Model.new_cache`)
+KV_DTYPES = ("float32", "float16")
 
 FORMATS: dict[str, str] = {
     "fp32": "PyTorch float32 linear layers; float32 embeddings and head",
@@ -327,7 +329,8 @@ class Block:
 
 @dataclass
 class KVCache:
-    """Keys and values of every layer, ``(layers, kv_heads, capacity, head_dim)`` float32; ``length`` filled."""
+    """Keys and values of every layer, ``(layers, kv_heads, capacity, head_dim)``, float32 or float16 (keys and
+    values stored rounded to float16, read back exactly); ``length`` filled."""
 
     k: np.ndarray
     v: np.ndarray
@@ -386,11 +389,15 @@ class Model:
         return self.linear_bytes + self.embedding.nbytes + self.norm_bytes
 
     # running -----------------------------------------------------------------------------
-    def new_cache(self, capacity: int) -> KVCache:
+    def new_cache(self, capacity: int, dtype: str = "float32") -> KVCache:
+        """An empty cache for ``capacity`` positions; ``dtype``: one of :data:`KV_DTYPES` ("float16" halves the
+        attention's reads, as llama.cpp's default cache does; numpy's prefill then reads it widened)."""
         capacity = checks.integer("capacity", capacity, 1)
+        if dtype not in KV_DTYPES:
+            raise ValueError(f"dtype must be one of {KV_DTYPES}, got {dtype!r}")
         s = self.shape
         dims = (s.layers, s.kv_heads, int(capacity), s.head_dim)
-        return KVCache(np.zeros(dims, np.float32), np.zeros(dims, np.float32))
+        return KVCache(np.zeros(dims, dtype), np.zeros(dims, dtype))
 
     def _rope(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ang = np.outer(positions.astype(np.float64), self.rope_inv_freq())

@@ -315,7 +315,7 @@ def _build(models: _Models, f: SpeedFormat, cfg: _Settings) -> tuple[Model, KVCa
     models.share_embedding(f)
     t0 = time.perf_counter()
     m = models.model(f)
-    cache = m.new_cache(cfg.context + cfg.tokens)
+    cache = m.new_cache(cfg.context + cfg.tokens, FUSED_KV if m.fused is not None else "float32")
     _run_once(m, cache, min(cfg.context, 4), min(cfg.tokens, 2), cfg.prefill and not f.variant,
               np.random.default_rng(cfg.seed))  # warm
     return m, cache, time.perf_counter() - t0
@@ -335,6 +335,10 @@ def _time_round(m: Model, cache: KVCache, f: SpeedFormat, r: int, cfg: _Settings
 
 #: the forks whose whole-model decode the speed table can time, by the modules that run them
 PEER_FORKS = (llamacpp, ikllama)
+#: the fused step's KV cache in :func:`speed_table` and :func:`decode_profile`: float16, the default cache of
+#: llama.cpp and ik_llama.cpp (``-ctk f16 -ctv f16``), so that attention reads the same bytes on both sides
+#: (issue 41, point 2). The numpy decoder keeps float32: it would widen a float16 cache on every read.
+FUSED_KV = "float16"
 
 
 def peer_fork(key: str, argument: str = "peers"):
@@ -621,13 +625,13 @@ def decode_profile(shape: str | Shape = "bitnet-0.7b", formats: Sequence[str] = 
     with timing.threads(n_threads):
         for f in tqdm(fmts, desc=f"decode profile {s.name}", disable=not progress):
             m = Engine.random(s, f.packing, seed=seed, fuse=False).model  # fused below, after the numpy profile
-            cache = m.new_cache(context + tokens)
             rng = np.random.default_rng(seed)
             head_mb = (m.embedding.head.numel() * m.embedding.head.element_size()) / MB
             lin_mb = m.linear_bytes / MB
             for engine in ("fused",) if f.act8 else ("numpy", "fused"):  # numpy has no 8-bit activations
                 if engine == "fused":
                     m.fuse(act8=f.act8)
+                cache = m.new_cache(context + tokens, FUSED_KV if engine == "fused" else "float32")
                 parts: dict[str, list[float]] = {}
                 xs = {n_in: rng.standard_normal(n_in).astype(np.float32) for _, (_, n_in) in s.linears()}
                 for r in range(repeats + 1):  # the first round warms up
