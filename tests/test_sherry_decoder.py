@@ -429,6 +429,17 @@ def test_the_fused_rows_decode_into_a_float16_cache_and_numpy_into_float32(monke
     assert set(made) == {(False, "float32"), (True, "float16")}  # numpy first, then the fused step
 
 
+def test_the_kv_cache_benchmark_times_both_caches_and_judges_the_longest_context():
+    from acl26.papers.sherry import bench
+
+    rows, goal = bench.kv_cache_benchmark("tiny", (4, 16), rounds=2, cpu="CPU")
+    assert len(rows) == 4 and {r["benchmark"].split(", ")[1].split()[0] for r in rows} == {"float32", "float16"}
+    assert all(0 < r["min_s"] <= r["median_s"] <= r["max_s"] for r in rows)
+    assert "16 positions" in goal["goal"] and "4 positions:" in goal["measured"] and goal["measured"].endswith("(CPU)")
+    assert isinstance(goal["met"], bool)  # judged: it can fail (the slowest round's ratio must exceed 1)
+    assert bench.kv_cache_benchmark("tiny", (4,), rounds=1, quick=True)[1]["met"] is None
+
+
 def test_decode_profile_parts_and_refusals():
     rows = speed.decode_profile("tiny", ["sherry"], tokens=2, context=3, repeats=1, progress=False)
     parts = {(r["engine"], r["part"]): r for r in rows}

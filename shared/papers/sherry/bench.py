@@ -8,7 +8,7 @@ import numpy as np
 from acl26.papers.sherry import kernel_bench
 from acl26.papers.sherry.decoder import model_bytes
 from acl26.papers.sherry.paper import ratio_or_none
-from acl26.papers.sherry.speed import SpeedFormat, decode_profile, speed_table
+from acl26.papers.sherry.speed import FUSED_KV, SpeedFormat, decode_profile, speed_table
 from acl26.papers.sherry.spec import GEMV_SHAPES
 
 
@@ -71,7 +71,7 @@ def decode_benchmarks(quick: bool = False) -> dict:
     with a q8_0 head in the same rotated rounds; and the before/after profile of a decode step
     (:func:`decode_profile`, Sherry and BF16 at the first shape); ik_llama.cpp's BitNet types
     (:data:`IK_PEERS`) in the same rounds, the fastest peer row named per head precision, and Sherry against
-    it (:func:`_peer_goals`).
+    it (:func:`_peer_goals`); attention over a float16 KV cache against a float32 one (:func:`kv_cache_benchmark`).
 
     Part of :func:`benchmarks` (``acl26 bench sherry``): rows and goals (target,
     measured, met). A ratio goal is met when the slowest round's ratio clears it (``min ratio``); a
@@ -132,7 +132,7 @@ def decode_benchmarks(quick: bool = False) -> dict:
                          f"bandwidth ({s0})", target=f"≥ {GOAL_BLOCKS_SHARE:.0%}",
                     measured=(f"{block_bytes / 2**20:.1f} MiB in {sh['blocks_ms']:.2f} ms per token = "
                               f"{block_bytes / (sh['blocks_ms'] / 1e3) / 1e9:.1f} GB/s of {bw:.1f} GB/s ({share:.0%}; "
-                              "attention over the float32 KV cache, norms and call overheads included)"
+                              f"attention over the {FUSED_KV} KV cache, norms and call overheads included)"
                               + (f" ({cpu})" if cpu else ""))
                     if share is not None else "not timed",
                     met=None if quick or share is None else bool(share >= GOAL_BLOCKS_SHARE))
@@ -150,6 +150,10 @@ def decode_benchmarks(quick: bool = False) -> dict:
             share_goal(ours),
         ]
     goals += _peer_goals(s0, t, quick=quick, cpu=cpu) + [_limit_goal(s0, t, quick=quick, cpu=cpu)]
+    kv_rows, kv_goal = kv_cache_benchmark(s0, (16, 64) if quick else KV_CONTEXTS, rounds=repeats + 2, quick=quick,
+                                          cpu=cpu)
+    rows += kv_rows
+    goals.append(kv_goal)
     return {"title": "Sherry: decode speed at model shapes", "shape": ", ".join(shapes), "rows": rows, "goals": goals,
             "note": (f"Greedy decoding of {tokens} tokens after a {context}-token context through random-weight "
                      f"models of the {', '.join(shapes)} shapes, through the fused decode step "
@@ -180,6 +184,51 @@ GOAL_VS_PEER_F32 = 1.0
 #: issue 41's goal for Sherry on 8-bit activations with an 8-bit head at the 0.7B shape: its whole token's bytes
 #: (projections, norms, head) x tok/s at >= 75% of the read bandwidth measured in the same call
 GOAL_A8_Q8_LIMIT = 0.75
+
+
+#: cache lengths at which ``acl26 bench sherry`` times attention over a float32 and a float16 KV cache; the goal
+#: reads the longest (issue 41, point 2: the float16 cache stays unless a measurement shows no gain)
+KV_CONTEXTS = (64, 1024)
+
+
+def kv_cache_benchmark(shape: str, contexts=KV_CONTEXTS, *, rounds: int = 5, quick: bool = False,
+                       cpu: str | None = None) -> tuple[list[dict], dict]:
+    """Attention of every block of the fused step (:func:`acl26.kernels.decode.profile_parts`, Sherry on 8-bit
+    activations at ``shape``) over ``contexts`` cached positions of random keys and values, in a float32 and a
+    float16 cache, ``rounds`` rounds whose order of the two rotates. Returns bench rows (median, range) and the
+    goal line: the float16 cache's attention faster than the float32 one's at the longest context, judged on
+    the slowest round's ratio (not judged when ``quick``)."""
+    from acl26.kernels import decode as kd
+    from acl26.papers.sherry.decoder import build_model
+
+    m = build_model(shape, "sherry", seed=0).fuse(act8=True)
+    cap = max(contexts)
+    rng = np.random.default_rng(0)
+    states = {}
+    for dt in ("float32", FUSED_KV):
+        c = m.new_cache(cap, dt)
+        c.k[:] = rng.standard_normal(c.k.shape, dtype=np.float32)
+        c.v[:] = rng.standard_normal(c.v.shape, dtype=np.float32)
+        states[dt] = kd.new_state(m.fused, c.k, c.v)
+    order = list(states)
+    rows, ratios = [], {}
+    for ctx in contexts:
+        ms: dict[str, list[float]] = {dt: [] for dt in order}
+        for r in range(rounds):
+            for dt in (order if r % 2 == 0 else order[::-1]):
+                ms[dt].append(1e3 * kd.profile_parts(m.fused, states[dt], ctx, repeats=3)["attention"])
+        for dt, v in ms.items():
+            rows.append(dict(benchmark=f"attention over {ctx} positions, {dt} KV cache ({m.shape.name}, every block)",
+                             shape=m.shape.name, median_s=float(np.median(v)) / 1e3, min_s=min(v) / 1e3,
+                             max_s=max(v) / 1e3))
+        ratios[ctx] = [a / b for a, b in zip(ms["float32"], ms[FUSED_KV])]
+    rr = ratios[cap]
+    goal = dict(goal=f"{FUSED_KV} KV cache: the fused step's attention faster than over a float32 cache ({cap} "
+                     f"positions, {m.shape.name})", target="slowest round > 1.0×",
+                measured="; ".join(f"{c} positions: float32 / {FUSED_KV} time {np.median(v):.2f}× "
+                                   f"[{min(v):.2f}, {max(v):.2f}]" for c, v in ratios.items()) + (f" ({cpu})" if cpu else ""),
+                met=None if quick else bool(min(rr) > 1.0))
+    return rows, goal
 
 
 def fastest_peer(rows, shape: str, head: str) -> dict | None:
