@@ -217,3 +217,18 @@ def test_log_deviation_rows_label_the_log_dp_beside_the_papers_and_read_no_claim
 def test_verdicts_never_read_the_log_deviation():
     src = (CHAPTER_DIR / "verdicts.py").read_text()
     assert "nll_log" not in src and "alloc_log" not in src and "log_deviation" not in src
+
+
+def test_resampled_ranks_are_scipys_ranks_of_each_resample():
+    """The bootstrap of entropy_link ranks each resample from counts instead of sorting it: the same float64
+    ranks as scipy's rankdata (ties averaged), for integer counts with many ties and for distinct floats."""
+    from scipy import stats as sps
+
+    rng = np.random.default_rng(3)
+    for x in (rng.integers(1, 5, 400).astype(float), rng.standard_normal(257), np.round(rng.standard_normal(300), 1),
+              np.ones(9)):
+        idx = rng.integers(0, len(x), (37, len(x)))
+        got, want = tables.resampled_ranks(x, idx), sps.rankdata(x[idx], axis=-1)
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+    with pytest.raises(ValueError, match="idx must be 2-D"):
+        tables.resampled_ranks(np.arange(3.0), np.arange(3))

@@ -142,6 +142,24 @@ def token_entropy(counter) -> list[dict]:
     return rows
 
 
+def resampled_ranks(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``scipy.stats.rankdata(x[idx], axis=-1)`` (ranks within each row of resampled indices ``idx``, ties
+    averaged), the same float64 values, without sorting each resample: a drawn value's rank is the count of
+    drawn values below it plus (the count of drawn values equal to it + 1) / 2, counted per row over ``x``'s
+    distinct values (sorted once)."""
+    x, idx = np.asarray(x), np.asarray(idx)
+    if idx.ndim != 2:
+        raise ValueError(f"idx must be 2-D (resamples, draws), got shape {idx.shape}")
+    _, code = np.unique(x, return_inverse=True)
+    code = code.reshape(-1)
+    u = int(code.max()) + 1 if code.size else 0
+    drawn = code[idx]  # (rows, draws) value classes, in increasing order of value
+    rows = idx.shape[0]
+    cnt = np.bincount((drawn + u * np.arange(rows)[:, None]).ravel(), minlength=rows * u).reshape(rows, u)
+    avg = (np.cumsum(cnt, axis=1) - cnt) + (cnt + 1) / 2.0
+    return np.take_along_axis(avg, drawn, axis=1)
+
+
 def entropy_link(grid: dict, n_resamples: int, seed: int = 0):
     """Alloc-T at half budget: the mean over MoE layers of the Spearman correlation of each token's allocated
     experts with its routing entropy, and its 95% percentile bootstrap interval over tokens (the same tokens
@@ -156,18 +174,18 @@ def entropy_link(grid: dict, n_resamples: int, seed: int = 0):
         return None
     n = min(len(c) for c, _ in pairs)
 
-    def spearman(c, h):  # rows of c and h: one Spearman correlation per row (ranks with ties averaged)
-        rc, rh = sps.rankdata(c, axis=-1), sps.rankdata(h, axis=-1)
+    def pearson(rc, rh):  # rows of two rank arrays: one correlation per row (Spearman's, on ranks)
         rc, rh = rc - rc.mean(-1, keepdims=True), rh - rh.mean(-1, keepdims=True)
         with np.errstate(invalid="ignore", divide="ignore"):
             return (rc * rh).sum(-1) / np.sqrt((rc * rc).sum(-1) * (rh * rh).sum(-1))
 
-    est = float(np.mean([spearman(c[:n], h[:n]) for c, h in pairs]))
+    est = float(np.mean([pearson(sps.rankdata(c[:n]), sps.rankdata(h[:n])) for c, h in pairs]))
+    pairs = [(c[:n], h[:n]) for c, h in pairs]
     rng = np.random.default_rng(seed)
     boot = []
     for start in range(0, n_resamples, 200):  # 200 resamples at a time: memory stays small at any n
         idx = rng.integers(0, n, (min(200, n_resamples - start), n))
-        boot.append(np.mean([spearman(c[idx], h[idx]) for c, h in pairs], axis=0))
+        boot.append(np.mean([pearson(resampled_ranks(c, idx), resampled_ranks(h, idx)) for c, h in pairs], axis=0))
     boot = np.concatenate(boot) if boot else np.array([])
     boot = boot[np.isfinite(boot)]
     lo, hi = np.percentile(boot, [2.5, 97.5]) if len(boot) else (est, est)
