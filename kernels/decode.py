@@ -82,6 +82,10 @@ NOT_KERNELS = ("new_state", "regions_per_token", "bf16_bits", "q8_head", "check_
 
 FORMATS = ("bf16",) + tuple(tn.FORMATS)  # bf16 and the packed ternary formats
 MATRICES = ("qkv", "o", "gate_up", "down")
+#: the KV cache's element types (:func:`new_state`)
+KV_DTYPES = ("float32", "float16")
+#: the parts :func:`profile_parts` times
+PARTS = ("projections", "attention", "head")
 #: blocks of 16 rows per task of a packed GEMV (measured at the 0.7B shape, 2 threads: projections read
 #: 10.9 / 13.5 / 14.8 / 14.5 GB/s with 2 / 4 / 8 / 16)
 TILE_BLOCKS = 8
@@ -331,7 +335,7 @@ def new_state(w: Weights, k: np.ndarray, v: np.ndarray) -> State:
     check_weights(w)
     want = (w.layers, w.kv_heads)
     for name, a in (("k", k), ("v", v)):
-        if not (isinstance(a, np.ndarray) and a.dtype in (np.float32, np.float16) and a.ndim == 4 and a.shape[:2] == want
+        if not (isinstance(a, np.ndarray) and a.dtype.name in KV_DTYPES and a.ndim == 4 and a.shape[:2] == want
                 and a.shape[3] == w.head_dim and a.shape[2] >= 1 and a.flags.c_contiguous):
             raise ValueError(f"{name} must be a C-contiguous float32 or float16 cache (layers {w.layers}, kv_heads "
                              f"{w.kv_heads}, capacity, head_dim {w.head_dim}), got {getattr(a, 'dtype', '')} "
@@ -375,18 +379,22 @@ def _head(w: Weights, s: State) -> int:
     return int(_head_argmax_q8(w.head_q8, w.head_q8_scale, s.h, s.xq, s.logits, s.cmax, s.carg))
 
 
-def profile_parts(w: Weights, state: State, context: int, *, repeats: int = 5, simd: str | None = None) -> dict:
+def profile_parts(w: Weights, state: State, context: int, *, repeats: int = 5, simd: str | None = None,
+                  parts=PARTS) -> dict:
     """Seconds per token of the step's parts, each timed alone over every block in turn (so the weights
     stream from memory as they do in a step): ``projections`` (the four matrices of every block, their
     lookup tables included), ``attention`` (every block over ``context`` cached positions; the cache's
     contents are whatever ``state`` holds) and ``head`` (the head and its argmax over ``state.h``).
-    Medians of ``repeats`` after a warm-up; ``state``'s buffers are overwritten."""
+    Medians of ``repeats`` after a warm-up; ``state``'s buffers are overwritten. ``parts``: which of :data:`PARTS`
+    to time (all by default)."""
     check_weights(w)
     _check_state(w, state)
     context = checks.integer("context", context, 1)
     if context > state.capacity:
         raise ValueError(f"context {context} is past the cache's capacity {state.capacity}")
     repeats = checks.integer("repeats", repeats, 1)
+    if isinstance(parts, str) or not parts or any(p not in PARTS for p in parts):
+        raise ValueError(f"parts must be a non-empty list of {PARTS}, got {parts!r}")
     level, signed, s = tn.simd_level(simd), w.fmt in ("sherry", "tl2"), state
 
     def projections():
@@ -402,6 +410,8 @@ def profile_parts(w: Weights, state: State, context: int, *, repeats: int = 5, s
 
     out = {}
     for name, f in (("projections", projections), ("attention", attention), ("head", head)):
+        if name not in parts:
+            continue
         f()
         runs = []
         for _ in range(repeats):

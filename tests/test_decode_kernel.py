@@ -355,3 +355,13 @@ def test_kv_put_rounds_as_numpy_and_kv_get_widens_exactly():
     get_all(f, back)
     assert np.array_equal(f.view(np.uint32), x.view(np.uint32)) and np.array_equal(back.view(np.uint32), x.view(np.uint32))
 
+
+def test_profile_parts_times_the_parts_asked_for():
+    _, w = _weights("sherry")
+    st = kd.new_state(w, *_cache(w))
+    got = kd.profile_parts(w, st, 2, repeats=1, parts=("attention",))
+    assert list(got) == ["attention"] and got["attention"] > 0
+    assert list(kd.profile_parts(w, st, 2, repeats=1)) == list(kd.PARTS)
+    for bad in ((), "head", ("tail",)):
+        with pytest.raises(ValueError, match="parts must be"):
+            kd.profile_parts(w, st, 2, parts=bad)

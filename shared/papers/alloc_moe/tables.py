@@ -173,14 +173,14 @@ def entropy_link(grid: dict, n_resamples: int, seed: int = 0):
     if not pairs:
         return None
     n = min(len(c) for c, _ in pairs)
+    pairs = [(c[:n], h[:n]) for c, h in pairs]
 
     def pearson(rc, rh):  # rows of two rank arrays: one correlation per row (Spearman's, on ranks)
         rc, rh = rc - rc.mean(-1, keepdims=True), rh - rh.mean(-1, keepdims=True)
         with np.errstate(invalid="ignore", divide="ignore"):
             return (rc * rh).sum(-1) / np.sqrt((rc * rc).sum(-1) * (rh * rh).sum(-1))
 
-    est = float(np.mean([pearson(sps.rankdata(c[:n]), sps.rankdata(h[:n])) for c, h in pairs]))
-    pairs = [(c[:n], h[:n]) for c, h in pairs]
+    est = float(np.mean([pearson(sps.rankdata(c), sps.rankdata(h)) for c, h in pairs]))
     rng = np.random.default_rng(seed)
     boot = []
     for start in range(0, n_resamples, 200):  # 200 resamples at a time: memory stays small at any n

@@ -70,8 +70,8 @@ MB = 2 ** 20  # the paper's "MB" (see the module docstring)
 PACKED = ("i2", "tl2", "sherry")
 #: formats with a fused decode step (:mod:`acl26.kernels.decode`); fp32 runs through PyTorch only
 FUSED = ("bf16",) + PACKED
-#: the KV cache's element types (:meth:`Model.new_cache`)
-KV_DTYPES = ("float32", "float16")
+#: the KV cache's element types (:meth:`Model.new_cache`): the fused step's
+KV_DTYPES = kd.KV_DTYPES
 
 FORMATS: dict[str, str] = {
     "fp32": "PyTorch float32 linear layers; float32 embeddings and head",

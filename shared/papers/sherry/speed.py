@@ -315,7 +315,7 @@ def _build(models: _Models, f: SpeedFormat, cfg: _Settings) -> tuple[Model, KVCa
     models.share_embedding(f)
     t0 = time.perf_counter()
     m = models.model(f)
-    cache = m.new_cache(cfg.context + cfg.tokens, FUSED_KV if m.fused is not None else "float32")
+    cache = _new_cache(m, cfg.context + cfg.tokens)
     _run_once(m, cache, min(cfg.context, 4), min(cfg.tokens, 2), cfg.prefill and not f.variant,
               np.random.default_rng(cfg.seed))  # warm
     return m, cache, time.perf_counter() - t0
@@ -339,6 +339,11 @@ PEER_FORKS = (llamacpp, ikllama)
 #: llama.cpp and ik_llama.cpp (``-ctk f16 -ctv f16``), so that attention reads the same bytes on both sides
 #: (issue 41, point 2). The numpy decoder keeps float32: it would widen a float16 cache on every read.
 FUSED_KV = "float16"
+
+
+def _new_cache(m: Model, capacity: int) -> KVCache:
+    """``m``'s cache for ``capacity`` positions: :data:`FUSED_KV` once ``m`` is fused, else float32."""
+    return m.new_cache(capacity, FUSED_KV if m.fused is not None else "float32")
 
 
 def peer_fork(key: str, argument: str = "peers"):
@@ -631,7 +636,7 @@ def decode_profile(shape: str | Shape = "bitnet-0.7b", formats: Sequence[str] = 
             for engine in ("fused",) if f.act8 else ("numpy", "fused"):  # numpy has no 8-bit activations
                 if engine == "fused":
                     m.fuse(act8=f.act8)
-                cache = m.new_cache(context + tokens, FUSED_KV if engine == "fused" else "float32")
+                cache = _new_cache(m, context + tokens)
                 parts: dict[str, list[float]] = {}
                 xs = {n_in: rng.standard_normal(n_in).astype(np.float32) for _, (_, n_in) in s.linears()}
                 for r in range(repeats + 1):  # the first round warms up
