@@ -186,10 +186,124 @@ def trim_to_labels(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torc
 IGNORE = -100
 
 
+class _Stop(Exception):
+    """Raised by :class:`FrozenPrefix`'s hook once the prefix's last layer has run."""
+
+
+class FrozenPrefix:
+    """The output of a causal LM's first ``layers`` decoder layers, kept per input, for runs that train
+    only deeper layers (QAT of a block subset): a frozen prefix gives the same output for the same
+    input at every step, so each distinct batch passes through it once, and the runs that start from
+    the same weights (a chapter's variants, which see the same batches) share it.
+
+    ``prefix(model, input_ids, labels=None)`` is ``model(input_ids=input_ids, labels=labels)`` with the
+    prefix's output looked up (or computed once and kept): the first time, the model itself runs up to
+    layer ``layers - 1`` (under the caller's grad mode and autocast, which the key covers with the
+    model's train/eval mode, the batch's shape and its ids); then the model runs with the embedding's
+    output replaced by the kept tensor and its layer list cut to the layers after the prefix. The
+    same operations on the same shapes, so the result equals the uncached call's bit for bit
+    (``tests/test_training.py``).
+
+    :meth:`bind` checks a model before use: a LLaMA-family model (``model.model.layers`` and
+    ``embed_tokens``) with more than ``layers`` layers, whose embeddings and first ``layers`` layers
+    have nothing trainable; the kept outputs are dropped when the prefix's weights (and the rotary
+    buffers and attention implementation) differ from those they were computed with. At most
+    ``max_bytes`` of outputs are kept; past that a batch is computed without keeping it.
+    """
+
+    def __init__(self, layers: int, max_bytes: int = 2 << 30):
+        self.layers = checks.integer("layers", layers, 1)
+        self.max_bytes = checks.integer("max_bytes", max_bytes, 0)
+        self._memo: dict = {}
+        self._bytes = 0
+        self._digest: str | None = None
+        self.hits = self.misses = 0
+
+    def _parts(self, model):
+        inner = getattr(model, "model", None)
+        layers = getattr(inner, "layers", None)
+        embed = getattr(inner, "embed_tokens", None)
+        if layers is None or embed is None:
+            raise ValueError(f"FrozenPrefix needs a LLaMA-family causal LM (model.model.layers and embed_tokens), "
+                             f"got {type(model).__name__}")
+        if self.layers >= len(layers):
+            raise ValueError(f"FrozenPrefix: layers must be below the model's {len(layers)} decoder layers, "
+                             f"got {self.layers}")
+        return inner, layers, embed
+
+    def bind(self, model) -> None:
+        """Check ``model`` (see the class docstring) and drop the kept outputs if its prefix differs."""
+        inner, layers, embed = self._parts(model)
+        named = [("embed", embed)] + [(f"layers.{i}", layers[i]) for i in range(self.layers)]
+        rotary = getattr(inner, "rotary_emb", None)
+        h = hashlib.sha256(str(getattr(model.config, "_attn_implementation", "")).encode())
+        for prefix, mod in named + ([("rotary", rotary)] if rotary is not None else []):
+            for n, p in mod.named_parameters():
+                if p.requires_grad:
+                    raise ValueError(f"FrozenPrefix: {prefix}.{n} is trainable; the prefix (the embeddings and "
+                                     f"layers 0..{self.layers - 1}) must be frozen")
+            for n, t in list(mod.state_dict().items()):
+                t = t.detach().contiguous().cpu()
+                h.update(f"{prefix}.{n}|{t.dtype}|{tuple(t.shape)}|".encode())
+                h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        digest = h.hexdigest()
+        if digest != self._digest:
+            self._memo.clear()
+            self._bytes = 0
+            self._digest = digest
+
+    def _key(self, model, input_ids: torch.Tensor):
+        auto = torch.is_autocast_enabled("cpu")
+        return (bool(model.training), auto, str(torch.get_autocast_dtype("cpu")) if auto else "",
+                tuple(input_ids.shape), str(input_ids.dtype), input_ids.detach().cpu().contiguous().numpy().tobytes())
+
+    def _compute(self, model, input_ids: torch.Tensor) -> torch.Tensor:
+        _, layers, _ = self._parts(model)
+        got = []
+
+        def stop(module, args, output):
+            got.append(output[0] if isinstance(output, tuple) else output)
+            raise _Stop
+
+        handle = layers[self.layers - 1].register_forward_hook(stop)
+        try:
+            model(input_ids=input_ids)
+        except _Stop:
+            pass
+        finally:
+            handle.remove()
+        if not got:
+            raise RuntimeError(f"FrozenPrefix: the model's forward never reached layer {self.layers - 1}")
+        return got[0].detach()
+
+    def __call__(self, model, input_ids: torch.Tensor, labels: torch.Tensor | None = None):
+        inner, layers, embed = self._parts(model)
+        key = self._key(model, input_ids)
+        h = self._memo.get(key)
+        if h is None:
+            self.misses += 1
+            h = self._compute(model, input_ids)
+            size = h.numel() * h.element_size()
+            if self._bytes + size <= self.max_bytes:
+                self._memo[key] = h
+                self._bytes += size
+        else:
+            self.hits += 1
+        handle = embed.register_forward_hook(lambda module, args, output: h.clone())
+        inner.layers = torch.nn.ModuleList(list(layers)[self.layers:])
+        try:
+            return model(input_ids=input_ids, labels=labels)
+        finally:
+            inner.layers = layers
+            handle.remove()
+
+
 @torch.no_grad()
-def evaluate_loss(model, blocks: torch.Tensor, batch_size: int = 16, labels: torch.Tensor | None = None) -> float:
+def evaluate_loss(model, blocks: torch.Tensor, batch_size: int = 16, labels: torch.Tensor | None = None,
+                  prefix: FrozenPrefix | None = None) -> float:
     """Mean next-token cross-entropy (nats) over ``blocks`` (rows of token ids); with ``labels``
-    (same shape, :data:`IGNORE` where no loss is taken) over the labelled positions only."""
+    (same shape, :data:`IGNORE` where no loss is taken) over the labelled positions only. ``prefix``
+    (a :class:`FrozenPrefix` bound to ``model``) keeps the frozen layers' outputs: the same value."""
     was_training = model.training
     model.eval()
     total, count = 0.0, 0
@@ -201,7 +315,7 @@ def evaluate_loss(model, blocks: torch.Tensor, batch_size: int = 16, labels: tor
         n = int((y[:, 1:] != IGNORE).sum())
         if n == 0:
             continue
-        out = model(input_ids=x, labels=y)
+        out = model(input_ids=x, labels=y) if prefix is None else prefix(model, x, labels=y)
         total += float(out.loss) * n
         count += n
     model.train(was_training)
@@ -209,9 +323,10 @@ def evaluate_loss(model, blocks: torch.Tensor, batch_size: int = 16, labels: tor
 
 
 @torch.no_grad()
-def block_losses(model, blocks: torch.Tensor, batch_size: int = 16) -> list[float]:
+def block_losses(model, blocks: torch.Tensor, batch_size: int = 16, prefix: FrozenPrefix | None = None) -> list[float]:
     """Mean next-token cross-entropy (nats) of each block: the units of a paired bootstrap
-    (:func:`acl26.stats.paired_bootstrap`) between two models scored on the same blocks."""
+    (:func:`acl26.stats.paired_bootstrap`) between two models scored on the same blocks. ``prefix`` as in
+    :func:`evaluate_loss`."""
     import torch.nn.functional as F
 
     was_training = model.training
@@ -219,7 +334,7 @@ def block_losses(model, blocks: torch.Tensor, batch_size: int = 16) -> list[floa
     out = []
     for i in range(0, len(blocks), batch_size):
         x = blocks[i:i + batch_size]
-        logits = model(input_ids=x).logits[:, :-1].float()
+        logits = (model(input_ids=x) if prefix is None else prefix(model, x)).logits[:, :-1].float()
         nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1), reduction="none")
         out += nll.reshape(x.shape[0], -1).mean(dim=1).tolist()
     model.train(was_training)
@@ -257,7 +372,7 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
           init: Callable[[], Any] | None = None, key_extra: dict | None = None,
           monitor: Monitor | None = None, prepare: Callable[[Any], Any] | None = None,
           train_labels: torch.Tensor | None = None, val_labels: torch.Tensor | None = None,
-          save: str = "model", val_per_block: bool = False) -> TrainResult:
+          save: str = "model", val_per_block: bool = False, prefix: FrozenPrefix | None = None) -> TrainResult:
     """Train (or load, or resume) a causal LM; see the module docstring.
 
     ``train_blocks`` and ``val_blocks`` are ``LongTensor`` rows of token ids (``[n, block]``).
@@ -276,6 +391,9 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
     blocks, not the whole model again; loading calls ``init()`` and puts them back.
     ``val_per_block`` also logs each validation block's mean NLL (``final["val_block_losses"]``, the
     units of a paired bootstrap; needs no ``val_labels``).
+    ``prefix`` (a :class:`FrozenPrefix`) keeps the outputs of the frozen first layers of the model
+    ``init()`` builds, for its training steps and evaluations: the same weights, losses and log bit
+    for bit, so it is not part of the cache key; a prefix with anything trainable is refused.
     """
     if save not in ("model", "trainable"):
         raise ValueError(f"save must be 'model' or 'trainable', got {save!r}")
@@ -349,6 +467,9 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
                     monitor.load_state_dict(state.get("monitor", {}))
                 resumed_from = start
                 log.info("%s: resuming from step %d", name, start)
+        if prefix is not None:
+            prefix.bind(model)  # after a resume: the weights the steps run with
+        forward = model if prefix is None else (lambda input_ids, labels: prefix(model, input_ids, labels=labels))
         eval_x = val_blocks[: train_config.eval_blocks]
         eval_y = None if val_labels is None else val_labels[: train_config.eval_blocks]
         use_bf16 = autocast_bf16(train_config)
@@ -370,7 +491,7 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
             if monitor is not None:
                 monitor.before_step(step, model)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=use_bf16):
-                out = model(input_ids=x, labels=y)
+                out = forward(input_ids=x, labels=y)
             loss = out.loss.float()
             loss.backward()
             if monitor is not None:
@@ -386,7 +507,7 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
                 on_step(step + 1, history["train_loss"][-1])
             if (step + 1) % train_config.eval_every == 0 or step + 1 == train_config.steps:
                 history["eval_step"].append(step + 1)
-                history["val_loss"].append(evaluate_loss(model, eval_x, labels=eval_y))
+                history["val_loss"].append(evaluate_loss(model, eval_x, labels=eval_y, prefix=prefix))
                 bar.set_postfix(loss=f"{history['train_loss'][-1]:.3f}", val=f"{history['val_loss'][-1]:.3f}")
             done_here += 1
             last = step + 1 == train_config.steps
@@ -402,8 +523,9 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
         bar.close()
         elapsed += time.perf_counter() - t0
 
-        per_block = block_losses(model, val_blocks) if val_per_block else None
-        val_loss = float(sum(per_block) / len(per_block)) if per_block else evaluate_loss(model, val_blocks, labels=val_labels)
+        per_block = block_losses(model, val_blocks, prefix=prefix) if val_per_block else None
+        val_loss = (float(sum(per_block) / len(per_block)) if per_block
+                    else evaluate_loss(model, val_blocks, labels=val_labels, prefix=prefix))
         n_params = sum(p.numel() for p in model.parameters())
         n_trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
         train_log = {

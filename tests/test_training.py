@@ -334,6 +334,60 @@ def test_save_trainable_refuses_bad_arguments_and_a_mismatched_entry(cache, bloc
     assert r.folder.is_dir()  # reported, and left for the user to remove
 
 
+def _deep_only(seed=0, layers=3):
+    def init():
+        m = training._build(models.dense_config(V, hidden=32, layers=layers, heads=4, kv_heads=2, intermediate=64,
+                                                max_positions=64), seed)
+        for n, p in m.named_parameters():
+            p.requires_grad_(f".layers.{layers - 1}." in n)
+        return m
+    return init
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_a_frozen_prefix_gives_the_same_run_bit_for_bit_and_is_shared(cache, blocks, bf16):
+    """FrozenPrefix keeps the outputs of the frozen first layers: the weights, the losses and the log equal the
+    run without it, bit for bit (with bf16 autocast where this CPU has it, and in fp32), a second run on
+    the same batches finds them kept, and a run from other weights recomputes them instead of reusing them."""
+    tr, va = blocks
+    cfg = training.TrainConfig(steps=6, batch_size=2, lr=3e-3, eval_every=2, eval_blocks=8, checkpoint_every=10,
+                               bf16=bf16)
+    kw = dict(data_fingerprint="t", progress=False, save="trainable", val_per_block=True, use_cache=False)
+    prefix = training.FrozenPrefix(2)
+    for seed in (0, 0, 1):
+        plain = training.train(tiny_dense(), cfg, tr, va, name="plain", init=_deep_only(seed), **kw)
+        kept = training.train(tiny_dense(), cfg, tr, va, name="kept", init=_deep_only(seed), prefix=prefix, **kw)
+        assert same_weights(plain.model, kept.model)
+        assert {k: v for k, v in plain.log.items() if k not in ("seconds", "name")} == \
+            {k: v for k, v in kept.log.items() if k not in ("seconds", "name")}
+    # the second seed-0 run met every batch kept (6 steps, 3 evaluations of one batch, the final blocks in one)
+    assert prefix.hits >= 10 and prefix.misses > 0
+    assert training.block_losses(kept.model, va, prefix=prefix) == training.block_losses(kept.model, va)
+
+
+def test_a_frozen_prefix_refuses_what_it_cannot_keep(cache, blocks):
+    tr, va = blocks
+    cfg = training.TrainConfig(steps=2, batch_size=2, eval_every=2, checkpoint_every=2)
+    def middle():  # 3 layers, layer 1 trains: inside a 2-layer prefix
+        m = _deep_only(0)()
+        for n, p in m.named_parameters():
+            p.requires_grad_(".layers.1." in n)
+        return m
+
+    with pytest.raises(ValueError, match=r"layers.1.self_attn.q_proj.weight is trainable"):
+        training.train(tiny_dense(), cfg, tr, va, name="p", data_fingerprint="t", init=middle,
+                       prefix=training.FrozenPrefix(2), progress=False)
+    assert not (cache / "models").exists() or not any((cache / "models").rglob("last.pt"))
+    with pytest.raises(ValueError, match="below the model's 3 decoder layers"):
+        training.FrozenPrefix(3).bind(_deep_only(0)())
+    with pytest.raises(ValueError, match="is trainable"):
+        training.FrozenPrefix(1).bind(training._build(tiny_dense(), 0))  # the embeddings train
+    with pytest.raises(ValueError, match="LLaMA-family"):
+        training.FrozenPrefix(1).bind(torch.nn.Linear(2, 2))
+    with pytest.raises(ValueError, match="layers"):
+        training.FrozenPrefix(0)
+
+
 class _Runs:
     """A pickle that runs a command when loaded (what ``torch.load(weights_only=False)`` would do)."""
 
