@@ -206,8 +206,9 @@ class FrozenPrefix:
 
     :meth:`bind` checks a model before use: a LLaMA-family model (``model.model.layers`` and
     ``embed_tokens``) with more than ``layers`` layers, whose embeddings and first ``layers`` layers
-    have nothing trainable; the kept outputs are dropped when the prefix's weights (and the rotary
-    buffers and attention implementation) differ from those they were computed with. At most
+    have nothing trainable; the kept outputs are dropped when the prefix's weights (its parameters and
+    buffers, the rotary embedding's, the attention implementation) differ from those they were computed
+    with, and its modules' plain settings are part of every key. At most
     ``max_bytes`` of outputs are kept; past that a batch is computed without keeping it.
     """
 
@@ -231,20 +232,33 @@ class FrozenPrefix:
                              f"got {self.layers}")
         return inner, layers, embed
 
+    def _modules(self, model) -> list[tuple[str, torch.nn.Module]]:
+        """The modules the prefix's output depends on: the embeddings, its layers and the rotary embedding."""
+        inner, layers, embed = self._parts(model)
+        rotary = getattr(inner, "rotary_emb", None)
+        return ([("embed", embed)] + [(f"layers.{i}", layers[i]) for i in range(self.layers)]
+                + ([("rotary", rotary)] if rotary is not None else []))
+
+    def _settings(self, model) -> tuple:
+        """The prefix modules' plain settings (a quantizer's mode or residual weight, say), read at every
+        call and part of the key: a setting a training loop changes between steps is never served stale."""
+        return tuple((f"{name}.{sub}", k, v) for name, mod in self._modules(model) for sub, m in mod.named_modules()
+                     for k, v in vars(m).items()
+                     if not k.startswith("_") and k != "training" and isinstance(v, (bool, int, float, str)))
+
     def bind(self, model) -> None:
         """Check ``model`` (see the class docstring) and drop the kept outputs if its prefix differs."""
-        inner, layers, embed = self._parts(model)
-        named = [("embed", embed)] + [(f"layers.{i}", layers[i]) for i in range(self.layers)]
-        rotary = getattr(inner, "rotary_emb", None)
+        modules = self._modules(model)  # a model that is not LLaMA-family is refused first
         h = hashlib.sha256(str(getattr(model.config, "_attn_implementation", "")).encode())
-        for prefix, mod in named + ([("rotary", rotary)] if rotary is not None else []):
+        for prefix, mod in modules:
             for n, p in mod.named_parameters():
                 if p.requires_grad:
                     raise ValueError(f"FrozenPrefix: {prefix}.{n} is trainable; the prefix (the embeddings and "
                                      f"layers 0..{self.layers - 1}) must be frozen")
-            for n, t in list(mod.state_dict().items()):
-                t = t.detach().contiguous().cpu()
-                h.update(f"{prefix}.{n}|{t.dtype}|{tuple(t.shape)}|".encode())
+            # parameters and every buffer, persistent or not (the rotary embedding's inv_freq is not)
+            for n, t in list(mod.named_parameters()) + list(mod.named_buffers()):
+                t = t.detach().reshape(-1).contiguous().cpu()
+                h.update(f"{prefix}.{n}|{t.dtype}|{t.numel()}|".encode())
                 h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
         digest = h.hexdigest()
         if digest != self._digest:
@@ -254,7 +268,7 @@ class FrozenPrefix:
 
     def _key(self, model, input_ids: torch.Tensor):
         auto = torch.is_autocast_enabled("cpu")
-        return (bool(model.training), auto, str(torch.get_autocast_dtype("cpu")) if auto else "",
+        return (bool(model.training), auto, str(torch.get_autocast_dtype("cpu")) if auto else "", self._settings(model),
                 tuple(input_ids.shape), str(input_ids.dtype), input_ids.detach().cpu().contiguous().numpy().tobytes())
 
     def _compute(self, model, input_ids: torch.Tensor) -> torch.Tensor:

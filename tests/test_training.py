@@ -365,6 +365,41 @@ def test_a_frozen_prefix_gives_the_same_run_bit_for_bit_and_is_shared(cache, blo
     assert training.block_losses(kept.model, va, prefix=prefix) == training.block_losses(kept.model, va)
 
 
+class _Gain(torch.nn.Module):
+    """A frozen layer with a plain setting a loop may change between steps (as a quantizer's residual weight)."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner, self.gain = inner, 1.0
+
+    def forward(self, x):
+        return self.inner(x) * self.gain
+
+
+@torch.no_grad()
+def test_a_frozen_prefix_never_serves_a_stale_output(blocks):
+    """The kept output follows the prefix's settings and weights: a setting changed between calls (read at
+    every call) and weights changed before bind (checked there) give the uncached model's logits."""
+    _, va = blocks
+    model = _deep_only(0)()
+    mlp = model.model.layers[0].mlp
+    mlp.down_proj = _Gain(mlp.down_proj)
+    model.eval()
+    prefix = training.FrozenPrefix(2)
+    prefix.bind(model)
+    x = va[:2]
+    for gain in (1.0, 0.5, 1.0):
+        mlp.down_proj.gain = gain
+        assert torch.equal(prefix(model, x).logits, model(input_ids=x).logits)
+    assert prefix.misses == 2 and prefix.hits == 1
+    model.model.layers[1].mlp.up_proj.weight.mul_(2)
+    prefix.bind(model)
+    assert torch.equal(prefix(model, x).logits, model(input_ids=x).logits) and prefix.misses == 3
+    model.model.rotary_emb.inv_freq.mul_(0.5)  # a buffer outside state_dict
+    prefix.bind(model)
+    assert torch.equal(prefix(model, x).logits, model(input_ids=x).logits) and prefix.misses == 4
+
+
 def test_a_frozen_prefix_refuses_what_it_cannot_keep(cache, blocks):
     tr, va = blocks
     cfg = training.TrainConfig(steps=2, batch_size=2, eval_every=2, checkpoint_every=2)
