@@ -198,15 +198,16 @@ class FrozenPrefix:
 
     ``prefix(model, input_ids, labels=None)`` is ``model(input_ids=input_ids, labels=labels)`` with the
     prefix's output looked up (or computed once and kept): the first time, the model itself runs up to
-    layer ``layers - 1`` (under the caller's grad mode and autocast, which the key covers with the
-    model's train/eval mode, the batch's shape and its ids); then the model runs with the embedding's
+    layer ``layers - 1`` (under the caller's autocast, which the key covers with the model's train/eval
+    mode, the batch's shape and its ids); then the model runs with the embedding's
     output replaced by the kept tensor and its layer list cut to the layers after the prefix. The
     same operations on the same shapes, so the result equals the uncached call's bit for bit
     (``tests/test_training.py``).
 
     :meth:`bind` checks a model before use: a LLaMA-family model (``model.model.layers`` and
     ``embed_tokens``) with more than ``layers`` layers, whose embeddings and first ``layers`` layers
-    have nothing trainable; the kept outputs are dropped when the prefix's weights (its parameters and
+    have nothing trainable and no dropout (its output would be random in training); the kept outputs are
+    dropped when the prefix's weights (its parameters and
     buffers, the rotary embedding's, the attention implementation) differ from those they were computed
     with, and its modules' plain settings are part of every key. At most
     ``max_bytes`` of outputs are kept; past that a batch is computed without keeping it.
@@ -255,6 +256,11 @@ class FrozenPrefix:
                 if p.requires_grad:
                     raise ValueError(f"FrozenPrefix: {prefix}.{n} is trainable; the prefix (the embeddings and "
                                      f"layers 0..{self.layers - 1}) must be frozen")
+            for n, m in mod.named_modules():
+                rate = m.p if isinstance(m, torch.nn.modules.dropout._DropoutNd) else getattr(m, "attention_dropout", 0.0)
+                if isinstance(rate, (int, float)) and rate > 0:
+                    raise ValueError(f"FrozenPrefix: {prefix}.{n} has dropout {rate}; a prefix with dropout gives "
+                                     "a random output in training, which cannot be kept")
             # parameters and every buffer, persistent or not (the rotary embedding's inv_freq is not)
             for n, t in list(mod.named_parameters()) + list(mod.named_buffers()):
                 t = t.detach().reshape(-1).contiguous().cpu()

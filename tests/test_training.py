@@ -419,6 +419,11 @@ def test_a_frozen_prefix_refuses_what_it_cannot_keep(cache, blocks):
         training.FrozenPrefix(1).bind(training._build(tiny_dense(), 0))  # the embeddings train
     with pytest.raises(ValueError, match="LLaMA-family"):
         training.FrozenPrefix(1).bind(torch.nn.Linear(2, 2))
+    drop = _deep_only(0)()
+    drop.model.layers[1].self_attn.attention_dropout = 0.1
+    with pytest.raises(ValueError, match=r"layers.1.self_attn has dropout 0.1"):
+        training.FrozenPrefix(2).bind(drop)
+    training.FrozenPrefix(1).bind(drop)  # below the dropout: kept
     with pytest.raises(ValueError, match="layers"):
         training.FrozenPrefix(0)
 
