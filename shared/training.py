@@ -277,8 +277,7 @@ class FrozenPrefix:
         return (bool(model.training), auto, str(torch.get_autocast_dtype("cpu")) if auto else "", self._settings(model),
                 tuple(input_ids.shape), str(input_ids.dtype), input_ids.detach().cpu().contiguous().numpy().tobytes())
 
-    def _compute(self, model, input_ids: torch.Tensor) -> torch.Tensor:
-        _, layers, _ = self._parts(model)
+    def _compute(self, model, layers, input_ids: torch.Tensor) -> torch.Tensor:
         got = []
 
         def stop(module, args, output):
@@ -302,7 +301,7 @@ class FrozenPrefix:
         h = self._memo.get(key)
         if h is None:
             self.misses += 1
-            h = self._compute(model, input_ids)
+            h = self._compute(model, layers, input_ids)
             size = h.numel() * h.element_size()
             if self._bytes + size <= self.max_bytes:
                 self._memo[key] = h
@@ -316,6 +315,11 @@ class FrozenPrefix:
         finally:
             inner.layers = layers
             handle.remove()
+
+
+def _forward(model, input_ids: torch.Tensor, labels: torch.Tensor | None, prefix: FrozenPrefix | None):
+    """``model(input_ids=..., labels=...)``, through ``prefix`` where one is given."""
+    return model(input_ids=input_ids, labels=labels) if prefix is None else prefix(model, input_ids, labels=labels)
 
 
 @torch.no_grad()
@@ -335,7 +339,7 @@ def evaluate_loss(model, blocks: torch.Tensor, batch_size: int = 16, labels: tor
         n = int((y[:, 1:] != IGNORE).sum())
         if n == 0:
             continue
-        out = model(input_ids=x, labels=y) if prefix is None else prefix(model, x, labels=y)
+        out = _forward(model, x, y, prefix)
         total += float(out.loss) * n
         count += n
     model.train(was_training)
@@ -354,7 +358,7 @@ def block_losses(model, blocks: torch.Tensor, batch_size: int = 16, prefix: Froz
     out = []
     for i in range(0, len(blocks), batch_size):
         x = blocks[i:i + batch_size]
-        logits = (model(input_ids=x) if prefix is None else prefix(model, x)).logits[:, :-1].float()
+        logits = _forward(model, x, None, prefix).logits[:, :-1].float()
         nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1), reduction="none")
         out += nll.reshape(x.shape[0], -1).mean(dim=1).tolist()
     model.train(was_training)
@@ -489,7 +493,6 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
                 log.info("%s: resuming from step %d", name, start)
         if prefix is not None:
             prefix.bind(model)  # after a resume: the weights the steps run with
-        forward = model if prefix is None else (lambda input_ids, labels: prefix(model, input_ids, labels=labels))
         eval_x = val_blocks[: train_config.eval_blocks]
         eval_y = None if val_labels is None else val_labels[: train_config.eval_blocks]
         use_bf16 = autocast_bf16(train_config)
@@ -511,7 +514,7 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
             if monitor is not None:
                 monitor.before_step(step, model)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=use_bf16):
-                out = forward(input_ids=x, labels=y)
+                out = _forward(model, x, y, prefix)
             loss = out.loss.float()
             loss.backward()
             if monitor is not None:
