@@ -20,8 +20,8 @@ The layout (:class:`Act8`, made from a :class:`~acl26.kernels.ternary.formats.Pa
 :func:`to_act8`; the same bytes as the packed streams, up to padding, in another order). Rows are
 taken in blocks of 16 and blocks in *tiles* of :data:`TILE` (the last tile padded with zero bytes);
 groups in *quads* of 4 (the last quad padded with code 0, whose activations are zero). A tile is one
-contiguous stream, so the hardware prefetcher (and the kernel's own prefetch, 2 KiB ahead) sees one
-sequential read per task: ``streams[t, (quad * TILE + q) * stride ...]`` for block ``q`` of tile ``t``
+contiguous stream, so the hardware prefetcher (and the kernel's own prefetch into L2, 8 KiB ahead) sees
+one sequential read per task: ``streams[t, (quad * TILE + q) * stride ...]`` for block ``q`` of tile ``t``
 holds
 
 * 32 bytes of indices: byte ``k``, bits 3-0 = index of row ``k // 4``, group ``4 * quad + k % 4``;
@@ -46,7 +46,8 @@ from numba.extending import intrinsic
 
 from acl26.kernels._jit import njit
 from acl26.kernels.ternary.formats import BLOCK_ROWS, DECODE, FORMATS, Packed, check_format, check_shape, layout
-from acl26.kernels.ternary.intrinsics import HOST_FEATURES, HOST_SIMD_LEVEL, I8, I16, I32, I64, ROUND, V16I, load
+from acl26.kernels.ternary.intrinsics import (HOST_FEATURES, HOST_SIMD_LEVEL, I8, I16, I32, I64, PREFETCH_AHEAD, ROUND,
+                                               V16I, load, prefetch)
 from acl26.kernels.ternary.pack import check_packed
 from acl26.kernels.ternary.simd import simd_level
 
@@ -58,10 +59,10 @@ NOT_KERNELS = ("to_act8", "quads", "stride", "relayout")
 #: 2 / 4 / 8 / 16
 TILE = 4
 QUAD = 4  # groups per quad: one 32-bit lane of vpdpbusd sums a row's four lookups
-#: bytes ahead of the tile's stream the SIMD kernel prefetches. Measured on one 671 MB matrix of 4096-wide rows,
-#: 2 threads: 20.0 GB/s without, 22.8 / 24.1 / 21.7 GB/s at 1 / 2 / 4 KiB; in the fused step (TILE 4, 0.7B):
-#: 7.13 / 6.61 / 6.80 ms per token at 1 / 2 / 3 KiB
-PREFETCH = 2048
+#: bytes ahead of the tile's stream the SIMD kernel prefetches, into L2 (:func:`~.intrinsics.prefetch`; the
+#: figures are there). It was 2 KiB into L1 until the AMD EPYC measurement: on one 671 MB matrix of 4096-wide
+#: rows (Intel Xeon, 2 threads) 20.0 GB/s without, 22.8 / 24.1 / 21.7 GB/s at 1 / 2 / 4 KiB into L1
+PREFETCH = PREFETCH_AHEAD
 #: whether the SIMD kernel runs here (the CPU has AVX512-BW, -VBMI and -VNNI); else the portable one
 SIMD = HOST_SIMD_LEVEL == 2 and {"+avx512bw", "+avx512vbmi", "+avx512vnni"} <= HOST_FEATURES
 
@@ -286,8 +287,6 @@ def _tile_simd(typingctx, st, tab, acc, t, nq, signed, nblk):
         mod = builder.module
         perm = cgutils.get_or_insert_function(mod, ir.FunctionType(v64b, [v64b] * 3), "llvm.x86.avx512.vpermi2var.qi.512")
         dp = cgutils.get_or_insert_function(mod, ir.FunctionType(V16I, [V16I, v64b, v64b]), "llvm.x86.avx512.vpdpbusd.512")
-        pf = cgutils.get_or_insert_function(mod, ir.FunctionType(ir.VoidType(), [ir.PointerType(I8), I32, I32, I32]),
-                                            "llvm.prefetch.p0")
         ones = ir.Constant(v64b, [1] * 64)
         group_off = ir.Constant(v64b, [(k % QUAD) << 5 for k in range(64)])  # table of group k % 4 in the 128 bytes
         shifts = ir.Constant(v32w, [0] * 16 + [4] * 16)  # low nibbles to bytes 0-31, high ones to 32-63
@@ -300,8 +299,7 @@ def _tile_simd(typingctx, st, tab, acc, t, nq, signed, nblk):
                 planes = [load(builder, builder.gep(tb, [i64(64 * u)], source_etype=I8), v64b) for u in range(4)]
                 qb = builder.gep(base, [builder.mul(it.index, i64(nb * S))], source_etype=I8)
                 for line in range(0, nb * S, 64):
-                    builder.call(pf, [builder.gep(qb, [i64(PREFETCH + line)], source_etype=I8),
-                                      ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
+                    prefetch(builder, qb, PREFETCH + line)
                 for q in range(nb):
                     p = builder.gep(qb, [i64(q * S)], source_etype=I8)
                     c = load(builder, p, v32b)
