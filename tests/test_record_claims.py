@@ -68,7 +68,7 @@ def test_untested_when_the_profile_cannot_test_a_claim():
     m["ppl_chars"] = 3000
     assert verdicts("models", m)["smollm2_ppl"] == C.UNTESTED
     s = sherry_cases.good()
-    s["speed"] = [row for row in s["speed"] if row["format"] != "tl2"]
+    s["speed"] = [row for row in s["speed"] if row["format"] != "tl2-a8"]
     s["packed"] = None
     s["llamacpp_gemv"] = None
     assert verdicts("sherry", s)["speed_vs_ggml"] == C.HOLDS  # decided on the decode step's summed products
@@ -76,7 +76,7 @@ def test_untested_when_the_profile_cannot_test_a_claim():
     assert verdicts("sherry", s)["speed_vs_ggml"] == C.UNTESTED
     got = verdicts("sherry", s)
     assert got["speed_vs_i2"] == got["packed_exact"] == C.UNTESTED and got["size"] == C.HOLDS
-    s["speed"] = [row for row in s["speed"] if row["format"] != "i2"]
+    s["speed"] = [row for row in s["speed"] if row["format"] not in ("i2", "sherry-a8")]
     assert verdicts("sherry", s)["size"] == C.HOLDS  # measured on the files, not the speed table
     s["model_file"] = None  # the trained subject's files: only the check size_trained needs them
     got = verdicts("sherry", s)
@@ -109,10 +109,38 @@ def test_sherry_speed_vs_i2_is_decided_against_llamacpp_tq2_0_not_our_lookup_i2(
     assert e.holds == C.UNTESTED and "llama.cpp is not built" in e.note and "lookup-table I2" in e.note
 
 
+def test_sherry_speed_claims_read_the_8bit_activation_rows_as_the_papers_kernels():
+    """Issue 41, point 1 (like for like) and the paper's kernels (bitnet.cpp's I2_S and TL2, Sherry's: all on int8
+    activations): speed_vs_tl2 and speed_vs_i2 compare Sherry's 8-bit-activation row, whatever the float32 rows say,
+    with the float32 figures shown beside; without the 8-bit rows they are not tested (no fallback to float32)."""
+    r = sherry_cases.good()
+    # float32 Sherry behind both TL2 and the peer; on 8-bit activations ahead of both
+    _set(r["speed"], dict(format="sherry"), decode_tok_s=30.0, decode_runs=[30.0, 30.5, 29.5])
+    ch = registry.get("sherry")
+    ledger = C.Ledger("sherry", "book", list(ch.claims))
+    ch.record_claims(ledger, r)
+    for cid in ("speed_vs_tl2", "speed_vs_i2"):
+        e = ledger.entries[cid]
+        assert e.holds == C.HOLDS and "sherry-a8 60.00" in e.shown and "float32 activations 30.00" in e.shown
+    assert ledger.entries["speed_vs_tl2"].ours == pytest.approx(60 / 52, rel=0.03)
+    # and the other way: float32 Sherry ahead, 8-bit Sherry behind both
+    r = sherry_cases.good()
+    _set(r["speed"], dict(format="sherry-a8"), decode_tok_s=35.0, decode_runs=[35.0, 35.5, 34.5])
+    got = verdicts("sherry", r)
+    assert got["speed_vs_tl2"] == got["speed_vs_i2"] == C.FAILS
+    # no 8-bit rows (a profile without them): not tested, saying which rows are missing
+    r["speed"] = [row for row in r["speed"] if row["format"] not in ("sherry-a8", "tl2-a8")]
+    ledger = C.Ledger("sherry", "book", list(ch.claims))
+    ch.record_claims(ledger, r)
+    for cid in ("speed_vs_tl2", "speed_vs_i2"):
+        e = ledger.entries[cid]
+        assert e.holds == C.UNTESTED and "sherry-a8" in e.note and "tl2-a8" in e.note
+
+
 def test_sherry_speed_vs_i2_takes_the_fastest_two_bit_peer_of_the_run():
     """Issue 41, point 1: an ik_llama.cpp IQ2_BN row faster than TQ2_0 decides the claim, and it can go against us."""
     r = sherry_cases.good()
-    sherry = next(x for x in r["speed"] if x["format"] == "sherry" and x["status"] == "ok")
+    sherry = next(x for x in r["speed"] if x["format"] == "sherry-a8" and x["status"] == "ok")
     ik = dict(sherry, format="ik-iq2_bn", label="ik_llama.cpp IQ2_BN (2.0-bit), f16 head", peer=True,
               decode_runs=[2 * v for v in sherry["decode_runs"]], decode_tok_s=2 * sherry["decode_tok_s"])
     r["speed"].append(ik)
@@ -132,8 +160,8 @@ def test_sherry_speed_vs_i2_takes_the_fastest_two_bit_peer_of_the_run():
 def test_sherry_speed_claims_are_decided_on_per_round_ratios():
     r = sherry_cases.good()
     # Sherry ahead in two rounds, behind in one: the range over rounds straddles 1
-    _set(r["speed"], dict(format="tl2"), decode_tok_s=45.0, decode_runs=[45.0, 44.0, 52.0])
-    _set(r["speed"], dict(format="sherry"), decode_tok_s=50.0, decode_runs=[50.0, 51.0, 49.0])
+    _set(r["speed"], dict(format="tl2-a8"), decode_tok_s=45.0, decode_runs=[45.0, 44.0, 52.0])
+    _set(r["speed"], dict(format="sherry-a8"), decode_tok_s=50.0, decode_runs=[50.0, 51.0, 49.0])
     assert verdicts("sherry", r)["speed_vs_tl2"] == C.INCONCLUSIVE
 
 

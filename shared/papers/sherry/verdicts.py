@@ -8,7 +8,8 @@ import numpy as np
 from acl26 import claims as C
 from acl26.papers.sherry import tables
 from acl26.papers.sherry.spec import (ARENAS_FADED, CLAIMS, PAPER_MB, PAPER_SIZE_RATIO, PAPER_SIZE_SHARE,  # noqa: F401
-                                      PPL_RESOLUTION, RANK_RESOLUTION, TWO_BIT_PEERS)
+                                      PPL_RESOLUTION, RANK_RESOLUTION, SPEED_SHERRY, SPEED_TL2,
+                                      TWO_BIT_PEERS)
 
 
 def _ratio_inputs(results: dict, a: str, b: str) -> dict | None:
@@ -120,11 +121,13 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
       quantized layers, against :data:`SIZE_SHARE_MIN`. ``size_trained`` (a check): the same ratio on the
       files of the trained subject (``model_file``), below 1. ``file_exact`` (a check): the tensors that
       differ on reading both sets of files back.
-    * The speed claims at the first shape of the speed table where all three ternary formats were
-      timed, on the range over rounds of the per-round tok/s ratio: ``speed_vs_tl2`` against our TL2
-      (a lookup kernel, as bitnet.cpp's TL2 is), ``speed_vs_i2`` against the fastest direct 2-bit peer timed with
-      an f16 head (:data:`.spec.TWO_BIT_PEERS`: llama.cpp's TQ2_0, ik_llama.cpp's IQ2_BN / IQ2_BN_R4, 2-bit
-      kernels as bitnet.cpp's I2_S is; untested without any);
+    * The speed claims at the first shape of the speed table where Sherry and TL2 were timed on 8-bit
+      activations (:data:`.spec.SPEED_SHERRY`, :data:`.spec.SPEED_TL2`: the paper's kernels multiply 8-bit
+      activations, and so do the peers), on the range over rounds of the per-round tok/s ratio of Sherry's
+      8-bit row: ``speed_vs_tl2`` against our TL2 on 8-bit activations (a lookup kernel, as bitnet.cpp's TL2
+      is), ``speed_vs_i2`` against the fastest direct 2-bit peer timed with an f16 head
+      (:data:`.spec.TWO_BIT_PEERS`: llama.cpp's TQ2_0, ik_llama.cpp's IQ2_BN / IQ2_BN_R4, 2-bit kernels as
+      bitnet.cpp's I2_S is; untested without any); the float32-activation rows are shown beside;
       ``speed_vs_ggml`` on the range over rounds of the faster TQ kernel's time over ours for one
       decode step's projections (``llamacpp_model_gemv``: every projection shape of the 0.7B model,
       summed over a step); results without it fall back to the first matrix shape of ``llamacpp_gemv``.
@@ -197,7 +200,8 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
     rows = results["speed"]
     ok = [r for r in rows if r["status"] == "ok"]
     by = {(r["shape"], r["format"]): r for r in ok}
-    shape = next((r["shape"] for r in ok if all((r["shape"], f) in by for f in ("sherry", "i2", "tl2"))), None)
+    # on 8-bit activations, as the paper's kernels and the peers multiply (spec.SPEED_SHERRY, spec.SPEED_TL2)
+    shape = next((r["shape"] for r in ok if all((r["shape"], f) in by for f in (SPEED_SHERRY, SPEED_TL2))), None)
 
     def round_ratios(a, b):
         """Per-round tok/s ratios a / b (the rounds ran both, in a rotating order)."""
@@ -207,8 +211,19 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
     def tok(r):
         return f"{r['decode_tok_s']:.2f} tok/s"
 
+    def name(r):
+        return r.get("label") or r["format"]
+
+    beside_names = {"sherry": "Sherry on float32 activations", "tl2": "our TL2 on float32 activations",
+                    "i2": "our lookup-table I2"}
+
+    def beside(*fmts):
+        """The same shape's rows of ``fmts`` (keys of ``beside_names``), where timed, to show beside a verdict."""
+        got = [f"{beside_names[f]} {tok(by[(shape, f)])}" for f in fmts if (shape, f) in by]
+        return "; " + ", ".join(got) if got else ""
+
     if shape:
-        s, i2, tl2 = by[(shape, "sherry")], by[(shape, "i2")], by[(shape, "tl2")]
+        s, tl2 = by[(shape, SPEED_SHERRY)], by[(shape, SPEED_TL2)]
         tq1 = by.get((shape, "ggml-tq1_0"))
         # the fastest 2-bit peer timed with an f16 head (issue 41, point 1): llama.cpp's TQ2_0 or ik_llama.cpp's
         # IQ2_BN / IQ2_BN_R4 (2 bits per weight, as bitnet.cpp's I2_S; spec.TWO_BIT_PEERS)
@@ -216,33 +231,33 @@ def record_claims(ledger: C.Ledger, results: dict) -> None:
                   default=None)
         iv = stats.repeat_range(round_ratios(s, tl2))
         ledger.record("speed_vs_tl2", iv.estimate, interval=iv,
-                      shown=f"Sherry {tok(s)} vs our TL2 {tok(tl2)} ({shape}, {s['threads']} threads)"
-                            + (f"; llama.cpp TQ1_0 (1.69-bit) {tok(tq1)}" if tq1 else ""),
-                      note="TL2 is our lookup-table kernel, a lookup kernel as bitnet.cpp's TL2 is; per-round ratios, "
+                      shown=f"{name(s)} {tok(s)} vs {name(tl2)} {tok(tl2)} ({shape}, {s['threads']} threads)"
+                            + (f"; llama.cpp TQ1_0 (1.69-bit) {tok(tq1)}" if tq1 else "")
+                            + beside("sherry", "tl2"),
+                      note="both on 8-bit activations, as the paper's kernels (bitnet.cpp's TL2, Sherry's) multiply; "
+                           "TL2 is our lookup-table kernel, a lookup kernel as bitnet.cpp's TL2 is; per-round ratios, "
                            "range over rounds" + ("" if tq1 else "; llama.cpp's TQ1_0 was not timed"))
         if tq2:
             iv = stats.repeat_range(round_ratios(s, tq2))
-            def name(r):
-                return r.get("label") or r["format"]
-
             others = [f"{name(by[(shape, k)])} {tok(by[(shape, k)])}" for k in TWO_BIT_PEERS
                       if (shape, k) in by and by[(shape, k)] is not tq2]
             ledger.record("speed_vs_i2", iv.estimate, interval=iv,
-                          shown=f"Sherry {tok(s)} vs {name(tq2)} {tok(tq2)} ({shape}, {s['threads']} threads), the "
+                          shown=f"{name(s)} {tok(s)} vs {name(tq2)} {tok(tq2)} ({shape}, {s['threads']} threads), the "
                                 f"fastest 2-bit peer timed" + (f" (also: {'; '.join(others)})" if others else "")
-                                + f"; our lookup-table I2 {tok(i2)}",
+                                + beside("sherry", "i2"),
                           note="decided against the fastest direct 2-bit peer of the run (llama.cpp's TQ2_0, "
-                               "ik_llama.cpp's IQ2_BN / IQ2_BN_R4: 2-bit decode-and-multiply kernels as bitnet.cpp's "
-                               "I2_S is), with embeddings and head in f16 as ours are in bf16; per-round ratios, range "
-                               "over rounds")
+                               "ik_llama.cpp's IQ2_BN / IQ2_BN_R4: 2-bit decode-and-multiply kernels on 8-bit "
+                               "activations, as bitnet.cpp's I2_S is), Sherry on 8-bit activations, with embeddings "
+                               "and head in f16 as ours are in bf16; per-round ratios, range over rounds")
         else:
             miss = [r for r in rows if r["shape"] == shape and r["format"] in TWO_BIT_PEERS and r.get("reason")]
             ledger.untested("speed_vs_i2", "no direct 2-bit peer (llama.cpp's TQ2_0, ik_llama.cpp's IQ2_BN) was timed"
                             + (": " + "; ".join(f"{r['format']}: {r['reason']}" for r in miss) if miss else "")
-                            + f"; our lookup-table I2: {tok(i2)} vs Sherry {tok(s)}")
+                            + f"; {name(s)} {tok(s)}" + beside("i2"))
     else:
         for cid in ("speed_vs_tl2", "speed_vs_i2"):
-            ledger.untested(cid, "the speed table lacks a shape with all three ternary formats")
+            ledger.untested(cid, f"the speed table lacks a shape with Sherry and TL2 on 8-bit activations "
+                                 f"({SPEED_SHERRY}, {SPEED_TL2}): the paper's kernels multiply 8-bit activations")
 
     model = results.get("llamacpp_model_gemv")
     peer = results.get("llamacpp_gemv")
