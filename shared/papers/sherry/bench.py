@@ -17,9 +17,55 @@ def benchmarks(quick: bool = False) -> dict:
     kern = kernel_bench.time_kernels(quick=quick)
     dec = decode_benchmarks(quick=quick)
     peer = _peer_benchmarks(quick)
-    return {"title": "Sherry: ternary kernels and decode speed", "rows": kern["rows"] + peer["rows"] + dec["rows"],
-            "goals": kern["goals"] + peer["goals"] + dec["goals"],
+    step_rows, step_goal = step_kernel_benchmark(dec["profile"], quick=quick)
+    return {"title": "Sherry: ternary kernels and decode speed",
+            "rows": kern["rows"] + peer["rows"] + dec["rows"] + step_rows,
+            "goals": kern["goals"] + peer["goals"] + dec["goals"] + [step_goal],
             "note": f"{kern.get('note', '')} {peer['note']} {dec.get('note', '')}".strip()}
+
+
+#: the products of one decode step compared per kernel (issue 41, point 2): the paper's 0.7B shape
+STEP_SHAPE = "bitnet-0.7b"
+
+
+def step_kernel_benchmark(profile: list[dict], *, quick: bool = False, rounds: int = 5) -> tuple[list[dict], dict]:
+    """Issue 41's per-kernel goal, like for like on 8-bit activations: Sherry's 8-bit-activation products summed
+    over one decode step of :data:`STEP_SHAPE` (the ``projections`` part of ``profile``, :func:`decode_profile`'s
+    rows for ``sherry-a8``: the fused step's 96 products, q|k|v and gate|up each one matrix, every input's
+    quantization and byte tables included) against llama.cpp's TQ2_0 summed over the same step's 168 products
+    (:func:`.peers.model_gemv`: ``test-backend-ops perf``, each product's Q8_K input quantization included).
+    Met when Sherry's slowest round is at most TQ2_0's fastest. ik_llama.cpp cannot be timed per kernel: the
+    ``ik-llama-cpp-python`` sdist vendors no ``test-backend-ops``. Not judged when ``quick``, when the profile has
+    no such row or when llama.cpp is not built. Returns bench rows (TQ2_0's and TQ1_0's per-token sums) and the
+    goal line."""
+    from acl26 import machine
+    from acl26.papers.sherry import llamacpp, peers
+
+    goal = dict(goal=f"per kernel, 8-bit activations on both sides: Sherry's GEMV summed over one {STEP_SHAPE} "
+                     "decode step ≤ the fastest peer's (llama.cpp TQ2_0; ik_llama.cpp IQ2_BN has no per-kernel "
+                     "timer: its sdist vendors no test-backend-ops)",
+                target="Sherry's slowest round ≤ the peer's fastest")
+    ours = next((p for p in profile if p["shape"] == STEP_SHAPE and p["format"] == "sherry-a8"
+                 and p["engine"] == "fused" and p["part"] == "projections"), None)
+    if quick or ours is None or not llamacpp.available():
+        why = ("quick run" if quick else f"no sherry-a8 profile at {STEP_SHAPE}" if ours is None
+               else "llama.cpp not built here (acl26 prepare sherry)")
+        return [], dict(goal, measured=f"not judged ({why})", met=None)
+    step = peers.model_gemv(STEP_SHAPE, rounds=rounds)
+    rows, us = [], {}
+    for fmt in ("TQ2_0", "TQ1_0"):
+        v = [r["us_per_token"] for r in step if r["format"] == fmt]
+        us[fmt] = v
+        rows.append(dict(benchmark=f"GEMV {fmt} summed over one decode step (llama.cpp, {step[0]['products']} "
+                                   f"products, {step[0]['threads']} thread(s))", shape=STEP_SHAPE,
+                         median_s=float(np.median(v)) / 1e6, min_s=min(v) / 1e6, max_s=max(v) / 1e6))
+    cpu = machine.cpu_model()
+    tq2 = us["TQ2_0"]
+    measured = (f"Sherry {ours['ms']:.2f} ms [{ours['ms_min']:.2f}, {ours['ms_max']:.2f}] per token (fused step, "
+                f"{ours['regions']} parallel regions) vs TQ2_0 {np.median(tq2) / 1e3:.2f} ms [{min(tq2) / 1e3:.2f}, "
+                f"{max(tq2) / 1e3:.2f}] ({step[0]['products']} products); TQ2_0's time over Sherry's at the medians "
+                f"{np.median(tq2) / 1e3 / ours['ms']:.2f}×" + (f" ({cpu})" if cpu else ""))
+    return rows, dict(goal, measured=measured, met=bool(ours["ms_max"] <= min(tq2) / 1e3))
 
 
 def _peer_benchmarks(quick: bool) -> dict:
@@ -155,6 +201,7 @@ def decode_benchmarks(quick: bool = False) -> dict:
     rows += kv_rows
     goals.append(kv_goal)
     return {"title": "Sherry: decode speed at model shapes", "shape": ", ".join(shapes), "rows": rows, "goals": goals,
+            "profile": prof,
             "note": (f"Greedy decoding of {tokens} tokens after a {context}-token context through random-weight "
                      f"models of the {', '.join(shapes)} shapes, through the fused decode step "
                      "(acl26.kernels.decode); medians of "
