@@ -228,6 +228,55 @@ def test_gemm_matches_twin_and_gemv(case, batch, kind, simd, parallel):
     assert np.array_equal(Y[-1], _gemv(fmt, packed, scale, X[-1]))
 
 
+@given(matrix(), st.sampled_from(["tensor", "row", "group"]), st.sampled_from(LEVELS), st.booleans(),
+       st.sampled_from(["float32", "float64", "strided"]))
+def test_prepare_gemv_is_gemv_bit_for_bit_and_keeps_the_matrix_it_was_given(case, kind, simd, parallel, xkind):
+    fmt, T, rng = case
+    packed = _pack(fmt, T)
+    scale = _scale(fmt, rng, *T.shape, kind)
+    product = tn.prepare_gemv(fmt, packed, scale, simd=simd, parallel=parallel)
+    x = rng.standard_normal(T.shape[1]).astype(np.float32)
+    x = {"float32": x, "float64": x.astype(np.float64), "strided": np.repeat(x, 2)[::2]}[xkind]
+    want = tn.gemv(fmt, packed, scale, x, simd=simd, parallel=parallel)
+    assert np.array_equal(want, naive.gemv(fmt, T, scale, x))
+    packed.codes[...] = 0  # the caller's arrays change after the preparation: the product does not
+    packed.signs[...] = 0
+    if isinstance(scale, np.ndarray):
+        scale[...] = 0
+    y = product(x)
+    assert y.dtype == np.float32 and y.shape == (T.shape[0],)
+    assert np.array_equal(y, want)
+    x_before = x.copy()
+    product(x)
+    assert np.array_equal(x, x_before)  # activations are read, never written
+
+
+def test_prepare_gemv_checks_as_gemv_does():
+    rng = np.random.default_rng(0)
+    T = _ternary("sherry", rng, 20, 16)
+    packed, scale = tn.pack_sherry(T), rng.random(20).astype(np.float32)
+    with pytest.raises(ValueError, match="format 'sherry'"):
+        tn.prepare_gemv("i2", packed, scale)
+    with pytest.raises(ValueError, match="^scale must have shape"):
+        tn.prepare_gemv("sherry", packed, scale[:5])
+    with pytest.raises(ValueError, match="^scale must be finite"):
+        tn.prepare_gemv("sherry", packed, np.float32(np.nan))
+    product = tn.prepare_gemv("sherry", packed, scale)
+    for bad in (np.nan, np.inf, 1e300):
+        x = np.ones(16)
+        x[3] = bad
+        with pytest.raises(ValueError, match="^x must be finite"):
+            product(x)
+        with np.errstate(over="ignore"):
+            x32 = x.astype(np.float32)  # 1e300 becomes inf
+        with pytest.raises(ValueError, match="^x must be finite"):
+            product(x32)
+    with pytest.raises(ValueError, match=r"^x must have shape \(16,\)"):
+        product(np.ones(12, np.float32))
+    with pytest.raises(ValueError, match="^x must be float"):
+        product(np.ones(16, np.int32))
+
+
 @pytest.mark.parametrize("fmt", FMTS)
 def test_gemv_close_to_float_matmul(fmt):
     rng = np.random.default_rng(0)

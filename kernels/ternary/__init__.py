@@ -74,7 +74,7 @@ split to match.
 from acl26.kernels.ternary.act8 import SIMD as ACT8_SIMD, Act8, gemv_act8, to_act8  # noqa: F401
 from acl26.kernels.ternary.formats import BLOCK_ROWS, FORMATS, Format, Layout, Packed, bits_per_weight, layout  # noqa: F401
 from acl26.kernels.ternary.intrinsics import HOST_FEATURES, HOST_SIMD_LEVEL  # noqa: F401
-from acl26.kernels.ternary.matmul import GEMM_TILE, GEMV_BLOCKS, gemm, gemv, read_bandwidth  # noqa: F401
+from acl26.kernels.ternary.matmul import GEMM_TILE, GEMV_BLOCKS, gemm, gemv, prepare_gemv, read_bandwidth  # noqa: F401
 from acl26.kernels.ternary.pack import pack_i2, pack_sherry, pack_tl2, unpack_i2, unpack_sherry, unpack_tl2  # noqa: F401
 from acl26.kernels.ternary.quantize import absmean_ternarize, sparse_ternarize  # noqa: F401
 from acl26.kernels.ternary.simd import SIMD_LEVELS, simd_level  # noqa: F401

@@ -1,7 +1,10 @@
-"""The lookup-table GEMV and GEMM of the packed formats (:func:`gemv`, :func:`gemm`), and the machine's
-streaming read bandwidth (:func:`read_bandwidth`), the bound a decoder's bytes per token meet."""
+"""The lookup-table GEMV and GEMM of the packed formats (:func:`gemv`, :func:`gemm`; :func:`prepare_gemv`, a
+GEMV whose matrix is checked once), and the machine's streaming read bandwidth (:func:`read_bandwidth`), the bound
+a decoder's bytes per token meet."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 from numba import prange
@@ -13,7 +16,9 @@ from acl26.kernels.ternary.pack import check_packed
 from acl26.kernels.ternary.simd import lut_fill, lut_tile, simd_level
 
 #: public functions of this module that are not kernels (no jitted core, so no numpy twin)
-NOT_KERNELS = ("read_bandwidth",)  # a timing probe
+#: (read_bandwidth: a timing probe; prepare_gemv: gemv with its matrix fixed, the same jitted core and twin as gemv,
+#: compared with gemv bit for bit in tests/test_ternary.py)
+NOT_KERNELS = ("read_bandwidth", "prepare_gemv")
 
 GEMM_TILE = 4  # activation columns sharing one pass over the codes in GEMM
 GEMV_BLOCKS = 2  # blocks sharing one pass over the tables in GEMV (independent accumulators)
@@ -29,6 +34,25 @@ def gemv(fmt: str, packed: Packed, scale: np.ndarray, x: np.ndarray, *, parallel
     ``parallel=False`` runs on one thread; ``simd`` picks a lower SIMD path.
     """
     return _matmul(fmt, packed, scale, x, parallel, simd, vector=True)
+
+
+def prepare_gemv(fmt: str, packed: Packed, scale: np.ndarray, *, parallel: bool = True,
+                 simd: str | None = None) -> Callable[[np.ndarray], np.ndarray]:
+    """:func:`gemv` with its matrix fixed: ``fmt``, ``packed`` and ``scale`` are checked (as :func:`gemv`
+    checks them, the same ValueErrors) and copied once, so a later change to the caller's arrays does not
+    reach the product. Returns ``f(x)``, which checks ``x`` as :func:`gemv` does and returns
+    ``gemv(fmt, packed, scale, x, parallel=parallel, simd=simd)`` as it was at preparation, bit for bit.
+
+    For timing one product the way a peer's prepared graph is timed (llama.cpp's ``test-backend-ops perf``
+    checks its tensors before the timed loop): :func:`gemv`'s checks of the matrix and its scale cost about
+    15 us per call (AMD EPYC, 1536 x 1536: 38 against 21 us), a quarter to a half of a decode step's product.
+    """
+    lay, prep = _prepare(fmt, packed, scale, simd, copy=True)
+
+    def product(x: np.ndarray) -> np.ndarray:
+        return _run(lay, prep, x, parallel, vector=True)
+
+    return product
 
 
 def gemm(fmt: str, packed: Packed, scale: np.ndarray, X: np.ndarray, *, parallel: bool = True,
@@ -64,10 +88,26 @@ def _scale_rows(scale, lay: Layout, G: int) -> np.ndarray:
 
 
 def _matmul(fmt, packed, scale, X, parallel, simd, vector):
+    lay, prep = _prepare(fmt, packed, scale, simd, copy=False)
+    return _run(lay, prep, X, parallel, vector)
+
+
+def _prepare(fmt, packed, scale, simd, copy):
+    """The matrix's checked layout, and the kernel's arguments that do not depend on the activations: the
+    pattern table, the code and sign streams, the scale rows, the SIMD level and the format's sign flag
+    (``copy``: streams and scale rows copied, never the caller's arrays)."""
     check_format(fmt)
     lay = check_packed(fmt, packed)
     f = FORMATS[fmt]
     level = simd_level(simd)
+    s = _scale_rows(scale, lay, f.group)
+    own = (lambda a: np.array(a, order="C")) if copy else np.ascontiguousarray
+    return lay, (PATTERNS_T[fmt], own(packed.codes), own(packed.signs), own(s), level, f.signed)
+
+
+def _run(lay, prep, X, parallel, vector):
+    """The product of a prepared matrix (:func:`_prepare`) and the activations ``X`` (checked here)."""
+    PT, codes, signs, s, level, signed = prep
     name = "x" if vector else "X"
     X = np.asarray(X)
     if X.ndim != (1 if vector else 2) or X.shape[-1] != lay.cols:
@@ -75,14 +115,15 @@ def _matmul(fmt, packed, scale, X, parallel, simd, vector):
         raise ValueError(f"{name} must have shape {want}, got {X.shape}")
     if X.dtype.kind != "f":
         raise ValueError(f"{name} must be float (float32 activations), got dtype {X.dtype}")
-    with np.errstate(over="ignore", invalid="ignore"):  # a value beyond float32 becomes inf: refused just below
-        X2 = np.ascontiguousarray(X[None] if vector else X, dtype=np.float32)
+    if X.dtype == np.float32 and X.flags.c_contiguous:  # no cast, no copy (and no errstate: a few us a call)
+        X2 = X[None] if vector else X
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):  # a value beyond float32 becomes inf: refused just below
+            X2 = np.ascontiguousarray(X[None] if vector else X, dtype=np.float32)
     if not np.isfinite(X2).all():
         raise ValueError(f"{name} must be finite in float32 (no NaN or inf)")
-    s = _scale_rows(scale, lay, f.group)
     Y = np.empty((X2.shape[0], lay.rows), np.float32)
-    codes, signs = np.ascontiguousarray(packed.codes), np.ascontiguousarray(packed.signs)
-    args = (X2, PATTERNS_T[fmt], codes, signs, s, Y, lay.pairs // s.shape[1], level, f.signed)
+    args = (X2, PT, codes, signs, s, Y, lay.pairs // s.shape[1], level, signed)
     (_matmul_par if parallel else _matmul_ser)(*args)
     return Y[0] if vector else Y
 
