@@ -215,28 +215,36 @@ def test_limit_goal_reads_the_whole_tokens_bytes_against_the_bandwidth():
     assert bench._limit_goal("s", {}, quick=False, cpu="")["met"] is None
 
 
-
-def test_step_kernel_goal_compares_sherrys_8bit_products_with_tq2_0_per_token(monkeypatch):
-    """Issue 41, point 2 (per kernel, like for like): Sherry's 8-bit-activation products of one 0.7B decode step
-    against TQ2_0's over the same step, met only when Sherry's slowest round beats TQ2_0's fastest; either way."""
-    from acl26.papers.sherry import peers
+def test_step_kernel_goal_compares_sherrys_8bit_products_with_tq2_0_per_token_on_the_same_threads(monkeypatch):
+    """Issue 41, point 2 (per kernel, like for like): Sherry's 8-bit-activation products of one 0.7B decode step,
+    profiled on test-backend-ops's thread count, against TQ2_0's over the same step, met only when Sherry's slowest
+    round beats TQ2_0's fastest; either way."""
+    from acl26.papers.sherry import peers, speed
 
     def model_gemv(shape, rounds):
-        return [dict(format=f, source="llama.cpp", round=r, us_per_token=us + 100 * r, products=168, threads=2,
-                     shape=shape, shapes="...") for r in range(rounds) for f, us in (("TQ2_0", 6000.0), ("TQ1_0", 9000.0))]
+        return [dict(format=f, source="llama.cpp", round=r, us_per_token=us + 100 * r, products=168,
+                     threads=llamacpp.PERF_THREADS, shape=shape, shapes="...")
+                for r in range(rounds) for f, us in (("TQ2_0", 6000.0), ("TQ1_0", 9000.0))]
+
+    ours = dict(ms=4.5, ms_min=4.2, ms_max=4.9)
+    calls = []
+
+    def decode_profile(shape, formats, *, n_threads, repeats, **kw):
+        calls.append((shape, tuple(formats), n_threads, repeats))
+        return [dict(shape=shape, format="sherry-a8", engine="fused", part="total", ms=9.0, ms_min=8.0, ms_max=10.0,
+                     regions=121),
+                dict(shape=shape, format="sherry-a8", engine="fused", part="projections", regions=121, **ours)]
 
     monkeypatch.setattr(peers, "model_gemv", model_gemv)
+    monkeypatch.setattr(speed, "decode_profile", decode_profile)
     monkeypatch.setattr(llamacpp, "available", lambda: True)
-    prof = [dict(shape=bench.STEP_SHAPE, format="sherry-a8", engine="fused", part="projections", ms=4.5, ms_min=4.2,
-                 ms_max=4.9, regions=97),
-            dict(shape=bench.STEP_SHAPE, format="sherry", engine="fused", part="projections", ms=9.0, ms_min=8.0,
-                 ms_max=10.0, regions=97)]
-    rows, goal = bench.step_kernel_benchmark(prof, rounds=3)
-    assert goal["met"] is True and "TQ2_0 6.10 ms [6.00, 6.20]" in goal["measured"] and len(rows) == 2
-    prof[0].update(ms=6.1, ms_min=5.9, ms_max=6.3)  # Sherry's slowest round above TQ2_0's fastest
-    assert bench.step_kernel_benchmark(prof, rounds=3)[1]["met"] is False
-    assert bench.step_kernel_benchmark(prof, rounds=3, quick=True)[1]["met"] is None
-    assert bench.step_kernel_benchmark(prof[1:], rounds=3)[1]["met"] is None  # no 8-bit row: not judged
+    rows, goal = bench.step_kernel_benchmark(rounds=3)
+    assert calls == [(bench.STEP_SHAPE, ("sherry-a8",), llamacpp.PERF_THREADS, 3)]  # the peer's threads
+    assert goal["met"] is True and "TQ2_0 6.10 ms [6.00, 6.20]" in goal["measured"] and len(rows) == 3
+    assert "Sherry 4.50 ms [4.20, 4.90]" in goal["measured"]
+    ours.update(ms=6.1, ms_min=5.9, ms_max=6.3)  # Sherry's slowest round above TQ2_0's fastest
+    assert bench.step_kernel_benchmark(rounds=3)[1]["met"] is False
+    assert bench.step_kernel_benchmark(rounds=3, quick=True)[1]["met"] is None
     monkeypatch.setattr(llamacpp, "available", lambda: False)
-    _, goal = bench.step_kernel_benchmark(prof, rounds=3)
+    _, goal = bench.step_kernel_benchmark(rounds=3)
     assert goal["met"] is None and "not built" in goal["measured"]

@@ -17,7 +17,7 @@ def benchmarks(quick: bool = False) -> dict:
     kern = kernel_bench.time_kernels(quick=quick)
     dec = decode_benchmarks(quick=quick)
     peer = _peer_benchmarks(quick)
-    step_rows, step_goal = step_kernel_benchmark(dec["profile"], quick=quick)
+    step_rows, step_goal = step_kernel_benchmark(quick=quick)
     return {"title": "Sherry: ternary kernels and decode speed",
             "rows": kern["rows"] + peer["rows"] + dec["rows"] + step_rows,
             "goals": kern["goals"] + peer["goals"] + dec["goals"] + [step_goal],
@@ -28,31 +28,36 @@ def benchmarks(quick: bool = False) -> dict:
 STEP_SHAPE = "bitnet-0.7b"
 
 
-def step_kernel_benchmark(profile: list[dict], *, quick: bool = False, rounds: int = 5) -> tuple[list[dict], dict]:
-    """Issue 41's per-kernel goal, like for like on 8-bit activations: Sherry's 8-bit-activation products summed
-    over one decode step of :data:`STEP_SHAPE` (the ``projections`` part of ``profile``, :func:`decode_profile`'s
-    rows for ``sherry-a8``: the fused step's 96 products, q|k|v and gate|up each one matrix, every input's
-    quantization and byte tables included) against llama.cpp's TQ2_0 summed over the same step's 168 products
-    (:func:`.peers.model_gemv`: ``test-backend-ops perf``, each product's Q8_K input quantization included).
-    Met when Sherry's slowest round is at most TQ2_0's fastest. ik_llama.cpp cannot be timed per kernel: the
-    ``ik-llama-cpp-python`` sdist vendors no ``test-backend-ops``. Not judged when ``quick``, when the profile has
-    no such row or when llama.cpp is not built. Returns bench rows (TQ2_0's and TQ1_0's per-token sums) and the
-    goal line."""
+def step_kernel_benchmark(*, quick: bool = False, rounds: int = 5) -> tuple[list[dict], dict]:
+    """Issue 41's per-kernel goal, like for like on 8-bit activations and threads: Sherry's 8-bit-activation products
+    summed over one decode step of :data:`STEP_SHAPE` (the ``projections`` part of :func:`.speed.decode_profile` for
+    ``sherry-a8``: the fused step's 96 products, q|k|v and gate|up each one matrix, every input's quantization and
+    byte tables included, the weights streamed from memory) against llama.cpp's TQ2_0 summed over the same step's
+    168 products (:func:`.peers.model_gemv`: ``test-backend-ops perf``, each product's Q8_K input quantization
+    included, each shape's one matrix timed again and again, so from the caches where it fits). Both on
+    :data:`.llamacpp.PERF_THREADS` threads, the count test-backend-ops takes. Met when Sherry's slowest round is at
+    most TQ2_0's fastest. ik_llama.cpp cannot be timed per kernel: the ``ik-llama-cpp-python`` sdist vendors no
+    ``test-backend-ops``. Not judged when ``quick`` or when llama.cpp is not built. Returns bench rows (Sherry's,
+    TQ2_0's and TQ1_0's per-token sums) and the goal line."""
     from acl26 import machine
-    from acl26.papers.sherry import llamacpp, peers
+    from acl26.papers.sherry import llamacpp, peers, speed
 
     goal = dict(goal=f"per kernel, 8-bit activations on both sides: Sherry's GEMV summed over one {STEP_SHAPE} "
                      "decode step ≤ the fastest peer's (llama.cpp TQ2_0; ik_llama.cpp IQ2_BN has no per-kernel "
-                     "timer: its sdist vendors no test-backend-ops)",
+                     "timer: its sdist vendors no test-backend-ops), on the same threads",
                 target="Sherry's slowest round ≤ the peer's fastest")
-    ours = next((p for p in profile if p["shape"] == STEP_SHAPE and p["format"] == "sherry-a8"
-                 and p["engine"] == "fused" and p["part"] == "projections"), None)
-    if quick or ours is None or not llamacpp.available():
-        why = ("quick run" if quick else f"no sherry-a8 profile at {STEP_SHAPE}" if ours is None
-               else "llama.cpp not built here (acl26 prepare sherry)")
+    if quick or not llamacpp.available():
+        why = "quick run" if quick else "llama.cpp not built here (acl26 prepare sherry)"
         return [], dict(goal, measured=f"not judged ({why})", met=None)
+    threads = llamacpp.PERF_THREADS
+    ours = next(p for p in speed.decode_profile(STEP_SHAPE, ["sherry-a8"], tokens=16, context=64, repeats=rounds,
+                                                 n_threads=threads, progress=False)
+                if p["engine"] == "fused" and p["part"] == "projections")
     step = peers.model_gemv(STEP_SHAPE, rounds=rounds)
-    rows, us = [], {}
+    rows = [dict(benchmark=f"GEMV sherry-a8 summed over one decode step (ours, fused step, {ours['regions']} "
+                           f"parallel regions, {threads} thread(s))", shape=STEP_SHAPE, median_s=ours["ms"] / 1e3,
+                 min_s=ours["ms_min"] / 1e3, max_s=ours["ms_max"] / 1e3)]
+    us = {}
     for fmt in ("TQ2_0", "TQ1_0"):
         v = [r["us_per_token"] for r in step if r["format"] == fmt]
         us[fmt] = v
@@ -61,10 +66,10 @@ def step_kernel_benchmark(profile: list[dict], *, quick: bool = False, rounds: i
                          median_s=float(np.median(v)) / 1e6, min_s=min(v) / 1e6, max_s=max(v) / 1e6))
     cpu = machine.cpu_model()
     tq2 = us["TQ2_0"]
-    measured = (f"Sherry {ours['ms']:.2f} ms [{ours['ms_min']:.2f}, {ours['ms_max']:.2f}] per token (fused step, "
-                f"{ours['regions']} parallel regions) vs TQ2_0 {np.median(tq2) / 1e3:.2f} ms [{min(tq2) / 1e3:.2f}, "
-                f"{max(tq2) / 1e3:.2f}] ({step[0]['products']} products); TQ2_0's time over Sherry's at the medians "
-                f"{np.median(tq2) / 1e3 / ours['ms']:.2f}×" + (f" ({cpu})" if cpu else ""))
+    measured = (f"Sherry {ours['ms']:.2f} ms [{ours['ms_min']:.2f}, {ours['ms_max']:.2f}] per token (fused step) vs "
+                f"TQ2_0 {np.median(tq2) / 1e3:.2f} ms [{min(tq2) / 1e3:.2f}, {max(tq2) / 1e3:.2f}] "
+                f"({step[0]['products']} products), {threads} thread(s) each; TQ2_0's time over Sherry's at the "
+                f"medians {np.median(tq2) / 1e3 / ours['ms']:.2f}×" + (f" ({cpu})" if cpu else ""))
     return rows, dict(goal, measured=measured, met=bool(ours["ms_max"] <= min(tq2) / 1e3))
 
 
@@ -201,7 +206,6 @@ def decode_benchmarks(quick: bool = False) -> dict:
     rows += kv_rows
     goals.append(kv_goal)
     return {"title": "Sherry: decode speed at model shapes", "shape": ", ".join(shapes), "rows": rows, "goals": goals,
-            "profile": prof,
             "note": (f"Greedy decoding of {tokens} tokens after a {context}-token context through random-weight "
                      f"models of the {', '.join(shapes)} shapes, through the fused decode step "
                      "(acl26.kernels.decode); medians of "
