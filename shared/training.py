@@ -122,6 +122,25 @@ def bf16_native() -> bool:
         return False
 
 
+def bf16_native_on(device) -> bool:
+    """Whether ``device`` (a ``torch.device`` or its name) computes bf16 matmuls natively: a CPU with
+    AVX512-BF16 or AMX (:func:`bf16_native`), or a CUDA device that supports bf16."""
+    dev = torch.device(device)
+    if dev.type == "cpu":
+        return bf16_native()
+    if dev.type == "cuda":
+        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    return False
+
+
+def precision_tag(requested: bool, device="cpu") -> bool | str:
+    """What a cache key records of a bf16 request: ``False`` (fp32 asked for), ``True`` (bf16 autocast
+    runs), or a note that bf16 was asked for but ``device`` has no native bf16 (so fp32 runs)."""
+    if not requested:
+        return False
+    return True if bf16_native_on(device) else "requested, but not native on this device: fp32"
+
+
 def autocast_bf16(train_config: TrainConfig) -> bool:
     """The precision a run really uses: bf16 autocast when asked for and native here, else fp32."""
     return bool(train_config.bf16) and bf16_native()

@@ -87,7 +87,7 @@ def recover(teacher, teacher_id: str, params: dict, *, progress: bool = True) ->
     """The recovered student (cached): layer subset of ``teacher``, then language modelling on the corpus.
 
     Returns ``{"model", "log", "layers", "copied_val_ppl"}``; ``params``: ``student_layers``,
-    ``recovery_steps``, ``recovery_batch``, ``recovery_lr``, ``block_size``, ``seed``.
+    ``recovery_steps``, ``recovery_batch``, ``recovery_lr``, ``block_size``, ``seed`` and, if present, ``bf16``.
     """
     from acl26 import corpus as corpus_mod
 
@@ -104,7 +104,7 @@ def recover(teacher, teacher_id: str, params: dict, *, progress: bool = True) ->
     tc = training.TrainConfig(steps=params["recovery_steps"], batch_size=params["recovery_batch"],
                               lr=params["recovery_lr"], warmup_frac=0.05, min_lr_frac=0.1, weight_decay=0.0,
                               seed=params["seed"], eval_every=max(1, params["recovery_steps"] // 5), eval_blocks=32,
-                              checkpoint_every=50)
+                              checkpoint_every=50, bf16=bool(params.get("bf16", False)))
     fp = D.digest({"train": D.digest(train_x[:4].tolist()), "n": len(train_x), "corpus": corp.key})
     res = training.train(copied.config, tc, train_x, val_x, name="mta-student", data_fingerprint=fp, init=init,
                          key_extra={"teacher": teacher_id, "layers": layers, "frozen": "embeddings and head",
@@ -156,6 +156,10 @@ class DistillConfig:
     min_lr_frac: float = 0.1
     grad_clip: float = 1.0
     seed: int = 0
+    #: bf16 autocast for the student's forward (fp32 master weights, optimizer and losses) where the
+    #: device computes bf16 natively (:func:`acl26.training.bf16_native_on`), else fp32 with a warning;
+    #: the key records which ran
+    bf16: bool = False
 
 
 @dataclass
@@ -186,15 +190,21 @@ class Setup:
         return b
 
 
-def loss_terms(model, projs: torch.nn.ModuleList, b: dict, cond: Condition, setup: Setup) -> dict[str, torch.Tensor]:
-    """The base loss and the MTA terms of one batch (``loss`` is their weighted sum)."""
+def loss_terms(model, projs: torch.nn.ModuleList, b: dict, cond: Condition, setup: Setup, *,
+               bf16: bool = False) -> dict[str, torch.Tensor]:
+    """The base loss and the MTA terms of one batch (``loss`` is their weighted sum).
+
+    ``bf16``: the student's forward (its blocks and head) under bf16 autocast; the losses, the
+    projections and the states they read are float32 either way."""
     dev = next(model.parameters()).device
     b = {k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in b.items()}
     attn = b["attn"]
     content = b["content"] & attn
     pos = D.predict_mask(b["labels"]) & attn
-    out = model.base_model(input_ids=b["ids"], attention_mask=attn.long(), output_hidden_states=cond.mta)
-    logits = model.get_output_embeddings()(out.last_hidden_state[pos])
+    with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bool(bf16)):
+        out = model.base_model(input_ids=b["ids"], attention_mask=attn.long(), output_hidden_states=cond.mta)
+        logits = model.get_output_embeddings()(out.last_hidden_state[pos])
+    logits = logits.float()
     s_b, t_b = L.topk_buckets(logits, b["topk_idx"][pos], b["topk_logp"][pos])
     base = L.BASE_LOSSES[cond.base](s_b, t_b)
     terms = {"base": base}
@@ -205,7 +215,7 @@ def loss_terms(model, projs: torch.nn.ModuleList, b: dict, cond: Condition, setu
         for j, layer in enumerate(setup.student_layers):
             th = b["hidden"][:, :, j]
             w = L.token_importance(th, content) if cond.importance else L.uniform_importance(content)
-            sh = out.hidden_states[layer]
+            sh = out.hidden_states[layer].float()
             if cond.dsa:
                 kind = ("words" if layer in setup.key["word"] else "phrases") if cond.units == "paper" else \
                     ("words" if cond.units == "word" else "phrases")
@@ -224,8 +234,11 @@ def loss_terms(model, projs: torch.nn.ModuleList, b: dict, cond: Condition, setu
 
 
 def _key(setup: Setup, cond: Condition, cfg: DistillConfig) -> str:
+    c = asdict(cfg)
+    if c.pop("bf16"):  # an fp32 run keeps the key it had before the field existed
+        c["bf16"] = training.precision_tag(True, next(setup.student.parameters()).device)
     return D.digest({"student": setup.student_id, "items": D.encoded_digest(setup.items), "cache": setup.cache.meta["key"],
-                     "key_layers": setup.key, "cond": asdict(cond), "cfg": asdict(cfg), "v": DISTILL_VERSION,
+                     "key_layers": setup.key, "cond": asdict(cond), "cfg": c, "v": DISTILL_VERSION,
                      "torch": torch.__version__.split("+")[0], **_device_key(setup.student)})
 
 
@@ -269,6 +282,12 @@ def distill(setup: Setup, cond: Condition, cfg: DistillConfig, *, name: str, pro
             model.eval()
             return Distilled(model, log, True, folder)
         io.check_target(folder, kind="folder")  # before the distillation, not after it
+        use_bf16 = bool(cfg.bf16) and training.bf16_native_on(dev)
+        if cfg.bf16 and not use_bf16:
+            import logging
+
+            logging.getLogger(__name__).warning("distill %s: bf16 autocast asked for, but %s has no native bf16: "
+                                                "training in fp32", name, dev)
         with training.deterministic():
             torch.manual_seed(cfg.seed)
             model = freeze_embeddings(copy.deepcopy(setup.student))
@@ -286,7 +305,7 @@ def distill(setup: Setup, cond: Condition, cfg: DistillConfig, *, name: str, pro
             for step in tqdm(range(cfg.steps), desc=f"distill {name}", unit="step", disable=not progress):
                 ts = time.perf_counter()
                 idx = torch.randint(0, len(setup.items), (cfg.batch_size,), generator=gen).tolist()
-                terms = loss_terms(model, projs, setup.batch(idx), cond, setup)
+                terms = loss_terms(model, projs, setup.batch(idx), cond, setup, bf16=use_bf16)
                 terms["loss"].backward()
                 torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
                 opt.step()
@@ -299,7 +318,8 @@ def distill(setup: Setup, cond: Condition, cfg: DistillConfig, *, name: str, pro
             seconds = time.perf_counter() - t0
         model.eval()
         log = {"name": name, "key": key, "condition": asdict(cond), "config": asdict(cfg), "history": hist,
-               "seconds": round(seconds, 1), "start": setup.student_id}
+               "seconds": round(seconds, 1), "start": setup.student_id,
+               "precision": "bf16 autocast" if use_bf16 else "fp32"}
         with io.atomic_dir(folder) as tmp:
             model.save_pretrained(tmp)
             io.write_json(tmp / "distill_log.json", log)
@@ -307,14 +327,15 @@ def distill(setup: Setup, cond: Condition, cfg: DistillConfig, *, name: str, pro
 
 
 def step_times(setup: Setup, conds: dict[str, Condition], *, batch_size: int, rounds: int, seed: int = 0,
-               teacher=None, teacher_layers: Sequence[int] | None = None) -> dict:
+               teacher=None, teacher_layers: Sequence[int] | None = None, bf16: bool = False) -> dict:
     """Seconds per training step of each condition on the same batches, in interleaved rounds whose
     order rotates (:func:`acl26.timing.interleaved`); no weights change.
 
     A step is the student's forward and backward. With ``teacher`` it also holds the teacher's
     forward on the batch, as a user runs a distillation step: its log-probabilities' top-k (the
     base loss's targets) and, for a condition with MTA terms, its states at ``teacher_layers``
-    (the cache's; the losses still read the cached copies, the same numbers)."""
+    (the cache's; the losses still read the cached copies, the same numbers). ``bf16``: the
+    forwards under bf16 autocast where the device computes bf16 natively, as :func:`distill` runs."""
     from acl26 import timing
 
     if teacher is not None and teacher_layers is None:
@@ -327,10 +348,11 @@ def step_times(setup: Setup, conds: dict[str, Condition], *, batch_size: int, ro
                                  for _ in setup.student_layers]).to(next(model.parameters()).device)
     gen = torch.Generator().manual_seed(seed)
     batch = setup.batch(torch.randint(0, len(setup.items), (batch_size,), generator=gen).tolist())
+    use_bf16 = bool(bf16) and training.bf16_native_on(next(model.parameters()).device)
 
     def teacher_forward(cond):
         dev = next(teacher.parameters()).device
-        with torch.no_grad():
+        with torch.no_grad(), torch.autocast(dev.type, dtype=torch.bfloat16, enabled=use_bf16):
             out = teacher(input_ids=batch["ids"].to(dev), attention_mask=batch["attn"].long().to(dev),
                           output_hidden_states=cond.mta)
             torch.log_softmax(out.logits.float(), dim=-1).topk(top_k, dim=-1)
@@ -341,7 +363,7 @@ def step_times(setup: Setup, conds: dict[str, Condition], *, batch_size: int, ro
         def f():
             if teacher is not None:
                 teacher_forward(cond)
-            terms = loss_terms(model, projs, batch, cond, setup)
+            terms = loss_terms(model, projs, batch, cond, setup, bf16=use_bf16)
             terms["loss"].backward()
             model.zero_grad(set_to_none=True)
             projs.zero_grad(set_to_none=True)
@@ -354,39 +376,78 @@ def step_times(setup: Setup, conds: dict[str, Condition], *, batch_size: int, ro
 # evaluation
 
 
-@torch.no_grad()
-def response_nll(model, items: Sequence[D.Encoded], pad_id: int, batch_size: int = 16) -> list[float]:
-    """Per pair, the mean NLL (nats/token) of the reference's tokens and EOS, teacher-forced."""
-    out = []
-    was = model.training
-    model.eval()
-    for lo in range(0, len(items), batch_size):
-        dev = next(model.parameters()).device
-        b = {k: v.to(dev) for k, v in D.pad_batch(items[lo:lo + batch_size], pad_id).items()}
-        logits = model(input_ids=b["ids"], attention_mask=b["attn"].long()).logits.float()
-        logp = torch.log_softmax(logits[:, :-1], -1).gather(-1, b["ids"][:, 1:, None])[..., 0]
-        m = b["labels"][:, 1:].float()
-        out += (-(logp * m).sum(1) / m.sum(1).clamp_min(1)).tolist()
-    model.train(was)
-    return out
+def _keeps_logits(model) -> bool:
+    """Whether ``model``'s forward takes ``logits_to_keep`` (transformers' causal LMs: the head then runs
+    only at the positions asked for, its logit processing included)."""
+    import inspect
+
+    try:
+        return "logits_to_keep" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):  # pragma: no cover - a forward without a signature
+        return False
 
 
 def _at_reference(model, items: Sequence[D.Encoded], pad_id: int, batch_size: int):
-    """Per item, in order, ``model``'s float32 logits at every position that predicts a token of the reference
-    (or its EOS): ``[n_positions, vocab]``, teacher-forced (the model in eval mode meanwhile)."""
+    """Per item, in order, ``(logits, targets)``: ``model``'s float32 logits at every position that predicts
+    a token of the reference (or its EOS), ``[n_positions, vocab]``, and those tokens' ids, teacher-forced
+    (the model in eval mode meanwhile). Where the forward takes ``logits_to_keep``, the head runs at those
+    positions only (the same logits: the head is applied row by row)."""
     checks.integer("batch_size", batch_size, 1)
     was = model.training
     model.eval()
+    keep = _keeps_logits(model)
     try:
         dev = next(model.parameters()).device
         for lo in range(0, len(items), batch_size):
             b = {k: v.to(dev) for k, v in D.pad_batch(items[lo:lo + batch_size], pad_id).items()}
             pos = (D.predict_mask(b["labels"]) & b["attn"]).bool()
-            logits = model(input_ids=b["ids"], attention_mask=b["attn"].long()).logits.float()
-            for i in range(logits.shape[0]):
-                yield logits[i][pos[i]]
+            targets = torch.zeros_like(b["ids"])
+            targets[:, :-1] = b["ids"][:, 1:]
+            kw = {"logits_to_keep": pos} if keep else {}
+            logits = model(input_ids=b["ids"], attention_mask=b["attn"].long(), **kw).logits.float()
+            if keep:  # [n_true, vocab], rows in order: split them by item
+                counts = pos.sum(1).tolist()
+                for i, chunk in enumerate(torch.split(logits, counts)):
+                    yield chunk, targets[i][pos[i]]
+            else:
+                for i in range(logits.shape[0]):
+                    yield logits[i][pos[i]], targets[i][pos[i]]
     finally:
         model.train(was)
+
+
+def _kl_row(s_logits: torch.Tensor, t: torch.Tensor, i: int) -> float:
+    """Mean KL(teacher ‖ student) over one pair's positions (both cut to the shared ids and renormalised)."""
+    t = t.to(s_logits.device)
+    if s_logits.shape[0] != t.shape[0]:
+        raise ValueError(f"teacher_lp[{i}] has {t.shape[0]} positions, the item {s_logits.shape[0]}")
+    v = min(s_logits.shape[-1], t.shape[-1])
+    s = torch.log_softmax(s_logits[:, :v], -1)
+    t = t[:, :v] - torch.logsumexp(t[:, :v], -1, keepdim=True) if v < t.shape[-1] else t
+    return float(L.forward_kl(s, t))
+
+
+@torch.no_grad()
+def reference_scores(model, items: Sequence[D.Encoded], pad_id: int, batch_size: int = 16, *,
+                     teacher_lp: Sequence[torch.Tensor] | None = None) -> dict[str, list[float]]:
+    """One teacher-forced pass of ``model`` over the reference responses: per pair, ``"nll"`` (the mean NLL
+    of the reference's tokens and EOS, nats/token) and, with ``teacher_lp`` (:func:`teacher_logprobs` of
+    the same items), ``"kl"`` (the mean KL(teacher ‖ student), as :func:`heldout_kl`)."""
+    if teacher_lp is not None and len(teacher_lp) != len(items):
+        raise ValueError(f"teacher_lp holds {len(teacher_lp)} pairs, not the {len(items)} items")
+    nll: list[float] = []
+    kl: list[float] = []
+    for i, (logits, tgt) in enumerate(_at_reference(model, items, pad_id, batch_size)):
+        lp = torch.log_softmax(logits, -1)
+        nll.append(float(-lp.gather(-1, tgt[:, None]).mean()) if len(tgt) else 0.0)
+        if teacher_lp is not None:
+            kl.append(_kl_row(logits, teacher_lp[i], i))
+    return {"nll": nll, **({"kl": kl} if teacher_lp is not None else {})}
+
+
+def response_nll(model, items: Sequence[D.Encoded], pad_id: int, batch_size: int = 16) -> list[float]:
+    """Per pair, the mean NLL (nats/token) of the reference's tokens and EOS, teacher-forced."""
+    return reference_scores(model, items, pad_id, batch_size)["nll"]
 
 
 @torch.no_grad()
@@ -394,10 +455,9 @@ def teacher_logprobs(teacher, items: Sequence[D.Encoded], pad_id: int, batch_siz
     """Per held-out pair, the teacher's log-probabilities (float32, full vocabulary) at every position that
     predicts a token of the reference (or its EOS): ``[n_positions, vocab]``. Made once, so that
     :func:`heldout_kl` runs only the student for each model it scores."""
-    return [torch.log_softmax(x, -1).cpu() for x in _at_reference(teacher, items, pad_id, batch_size)]
+    return [torch.log_softmax(x, -1).cpu() for x, _ in _at_reference(teacher, items, pad_id, batch_size)]
 
 
-@torch.no_grad()
 def heldout_kl(student, teacher, items: Sequence[D.Encoded], pad_id: int, batch_size: int = 16, *,
                teacher_lp: Sequence[torch.Tensor] | None = None) -> list[float]:
     """Per held-out pair, the mean KL(teacher ‖ student) in nats per token over the full vocabulary, at every
@@ -409,33 +469,30 @@ def heldout_kl(student, teacher, items: Sequence[D.Encoded], pad_id: int, batch_
     renormalised first."""
     if teacher_lp is None:
         teacher_lp = teacher_logprobs(teacher, items, pad_id, batch_size)
-    if len(teacher_lp) != len(items):
-        raise ValueError(f"teacher_lp holds {len(teacher_lp)} pairs, not the {len(items)} items")
-    out: list[float] = []
-    for i, s in enumerate(_at_reference(student, items, pad_id, batch_size)):
-        t = teacher_lp[i].to(s.device)
-        if s.shape[0] != t.shape[0]:
-            raise ValueError(f"teacher_lp[{i}] has {t.shape[0]} positions, the item {s.shape[0]}")
-        v = min(s.shape[-1], t.shape[-1])
-        s = torch.log_softmax(s[:, :v], -1)
-        t = t[:, :v] - torch.logsumexp(t[:, :v], -1, keepdim=True) if v < t.shape[-1] else t
-        out.append(float(L.forward_kl(s, t)))
-    return out
+    return reference_scores(student, items, pad_id, batch_size, teacher_lp=teacher_lp)["kl"]
 
 
 def evaluate(model, tokenizer, pairs: Sequence[D.Pair], items: Sequence[D.Encoded], *, samples: int,
              max_new_tokens: int, seed: int, pad_id: int, batch_size: int = 32, progress: bool = False,
-             cache_key: dict | None = None) -> dict:
+             cache_key: dict | None = None, teacher_lp: Sequence[torch.Tensor] | None = None,
+             teacher_key: str | None = None) -> dict:
     """``{"nll": [...], "rouge": [...] (per pair, mean over samples, x100), "texts": [...]}``; cached by
-    ``cache_key`` (with the model's weights digest) when given."""
+    ``cache_key`` (with the model's weights digest) when given.
+
+    With ``teacher_lp`` (:func:`teacher_logprobs` of ``items``) the record also holds ``"kl"`` (per pair,
+    :func:`heldout_kl`), from the same teacher-forced pass as the NLL; ``teacher_key`` names that teacher
+    in the cache key (required with ``teacher_lp`` when caching)."""
+    if teacher_lp is not None and cache_key is not None and not teacher_key:
+        raise ValueError("evaluate: teacher_lp with a cache_key needs a teacher_key (the KL depends on the teacher)")
     path = None
     if cache_key is not None:
+        ck = {**cache_key, "kl_teacher": teacher_key} if teacher_lp is not None else cache_key
         path = eval_path(model, tokenizer, pairs, items, samples=samples, max_new_tokens=max_new_tokens, seed=seed,
-                         batch_size=batch_size, cache_key=cache_key)
+                         batch_size=batch_size, cache_key=ck)
         if path.is_file():
             return io.read_cached_json(path, "cached evaluation")
     t0 = time.perf_counter()
-    nll = response_nll(model, items, pad_id)
+    scores = reference_scores(model, items, pad_id, teacher_lp=teacher_lp)
     gens = evaluation.generate(model, tokenizer, [p.prompt for p in pairs], max_new_tokens=max_new_tokens,
                                temperature=1.0, top_p=1.0, top_k=None, seed=seed, n=samples, batch_size=batch_size,
                                chat=True, system=D.SYSTEM, progress=progress)
@@ -443,7 +500,7 @@ def evaluate(model, tokenizer, pairs: Sequence[D.Pair], items: Sequence[D.Encode
     per = np.zeros(len(pairs))
     for j in range(samples):
         per += np.asarray(evaluation.rouge_l_scores([row[j] for row in gens.texts], refs))
-    rec = {"nll": nll, "rouge": (100.0 * per / samples).tolist(), "texts": [row[0] for row in gens.texts],
+    rec = {**scores, "rouge": (100.0 * per / samples).tolist(), "texts": [row[0] for row in gens.texts],
            "sources": [p.source for p in pairs], "seconds": round(time.perf_counter() - t0, 1)}
     if path is not None:
         io.write_json(path, rec)

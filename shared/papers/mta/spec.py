@@ -223,6 +223,8 @@ SPEC = ParamSpec(
         Param("lr", float, "distillation peak learning rate", min=1e-7, max=1.0),
         Param("lambda_dsa", float, "weight of the DSA loss (paper, GPT-2: 2)", min=0.0),
         Param("lambda_hid", float, "weight of the Hid loss (paper, GPT-2: 0.2)", min=0.0),
+        Param("bf16", bool, "bf16 autocast in the recovery and the distillations where the device computes bf16 "
+              "natively, else fp32 (fp32 weights, optimizer and losses; evaluation in fp32)"),
         Param("samples", int, "sampled responses per held-out prompt (T = 1, top-p 1) for ROUGE-L", min=1),
         Param("max_new_tokens", int, "longest sampled response (tokens)", min=1),
         Param("eval_batch", int, "sequences per generation batch in the evaluation", min=1),
@@ -237,7 +239,7 @@ SPEC = ParamSpec(
                      recovery_lr=1e-3, block_size=128, train_pairs=512, eval_pairs=96, gym_share=0.25,
                      prompt_words=32, response_words=24, max_len=128, top_k=64, base_losses=["sfkl"],
                      ablation_base="sfkl", seeds=[0, 1, 2], ablation_seeds=2, steps=48, batch_size=8, lr=3e-4,
-                     lambda_dsa=2.0, lambda_hid=0.2, samples=2, max_new_tokens=40, eval_batch=96, timing_rounds=6,
+                     lambda_dsa=2.0, lambda_hid=0.2, bf16=True, samples=2, max_new_tokens=40, eval_batch=96, timing_rounds=6,
                      n_resamples=1999, seed=0, device="cpu"),
         "smoke": dict(teacher="tiny", student_layers=2, recovery_steps=3, recovery_batch=2, block_size=32,
                       train_pairs=12, eval_pairs=4, max_len=96, top_k=8, seeds=[0, 1], ablation_seeds=1, steps=2,

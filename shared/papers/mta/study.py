@@ -116,6 +116,15 @@ def trl_difference(teacher, student, batch: dict) -> float:
     return float((ours.double() - theirs.double()).abs())
 
 
+def _precision(params: dict, student) -> str:
+    """The training precision the runs really use (bf16 autocast only where the device computes it natively)."""
+    from acl26 import training
+
+    dev = next(student.parameters()).device
+    return "bf16 autocast (fp32 weights, optimizer and losses)" if params["bf16"] and training.bf16_native_on(dev) \
+        else ("fp32 (bf16 asked for, not native here)" if params["bf16"] else "fp32")
+
+
 def run_experiments(params: dict, progress: bool = True) -> dict:
     """The whole study: models, pairs, teacher cache, every run, every evaluation; the inputs of :func:`record_claims`."""
     m = load_models(params, progress)
@@ -139,11 +148,13 @@ def run_experiments(params: dict, progress: bool = True) -> dict:
 
     ev = dict(samples=params["samples"], max_new_tokens=params["max_new_tokens"], seed=params["seed"] + 77, pad_id=pad,
               batch_size=params["eval_batch"], progress=progress)
-    evals = {"teacher": Dl.evaluate(teacher, tok, pairs["heldout"], held_items, cache_key={"who": "teacher"}, **ev),
-             "start": Dl.evaluate(student, tok, pairs["heldout"], held_items, cache_key={"who": "start"}, **ev)}
-    # distillation's own measure beside ROUGE-L: KL(teacher ‖ student) per held-out pair (nats/token)
-    t_lp = Dl.teacher_logprobs(teacher, held_items, pad)  # once: each model's KL then runs only the student
-    kl = {"start": Dl.heldout_kl(student, teacher, held_items, pad, teacher_lp=t_lp)}
+    evals = {"teacher": Dl.evaluate(teacher, tok, pairs["heldout"], held_items, cache_key={"who": "teacher"}, **ev)}
+    # distillation's own measure beside ROUGE-L: KL(teacher ‖ student) per held-out pair (nats/token), from
+    # the pass that scores the NLL; the teacher's log-probabilities are made once, each model then runs alone
+    t_lp = Dl.teacher_logprobs(teacher, held_items, pad)
+    ev_kl = dict(ev, teacher_lp=t_lp, teacher_key=m["teacher_id"] + " " + D.state_digest(teacher))
+    evals["start"] = Dl.evaluate(student, tok, pairs["heldout"], held_items, cache_key={"who": "start"}, **ev_kl)
+    kl = {"start": evals["start"].pop("kl")}
     runs, logs = {}, {}
     plan = conditions(params)
     for base, name, cond, seeds in plan:
@@ -151,11 +162,12 @@ def run_experiments(params: dict, progress: bool = True) -> dict:
             k = run_key(base, name, seed)
             if k in runs:
                 continue
-            cfg = Dl.DistillConfig(steps=params["steps"], batch_size=params["batch_size"], lr=params["lr"], seed=seed)
+            cfg = Dl.DistillConfig(steps=params["steps"], batch_size=params["batch_size"], lr=params["lr"], seed=seed,
+                                   bf16=params["bf16"])
             res = Dl.distill(setup, cond, cfg, name=f"{base}-{name.replace(' ', '_').replace('+', '')}-s{seed}",
                              progress=progress)
-            runs[k] = Dl.evaluate(res.model, tok, pairs["heldout"], held_items, cache_key={"who": k}, **ev)
-            kl[k] = Dl.heldout_kl(res.model, teacher, held_items, pad, teacher_lp=t_lp)
+            runs[k] = Dl.evaluate(res.model, tok, pairs["heldout"], held_items, cache_key={"who": k}, **ev_kl)
+            kl[k] = runs[k].pop("kl")
             h = res.log["history"]
             logs[k] = {"seconds": res.log["seconds"], "from_cache": res.from_cache, "loss": h["loss"],
                        "base": h["base"], "dsa": h["dsa"], "hid": h["hid"],
@@ -165,7 +177,7 @@ def run_experiments(params: dict, progress: bool = True) -> dict:
     timing = Dl.step_times(setup, {"base": Dl.Condition(base=ab),
                                    "MTA": Dl.Condition(base=ab, dsa=True, hid=True)},
                            batch_size=params["batch_size"], rounds=params["timing_rounds"],
-                           teacher=teacher, teacher_layers=t_layers)
+                           teacher=teacher, teacher_layers=t_layers, bf16=params["bf16"])
     trl = trl_difference(teacher, student, setup.batch(list(range(min(4, len(train_items))))))
     del t_lp
     return {"runs": runs, "logs": logs, "evals": evals, "kl": kl, "timing": timing, "trl_diff": trl,
@@ -173,6 +185,6 @@ def run_experiments(params: dict, progress: bool = True) -> dict:
             "key_layers": key, "teacher_layers": t_layers, "student_layer_map": (m["recovery"] or {}).get("layers"),
             "n_student": n_s, "n_teacher": n_t, "base_losses": list(params["base_losses"]),
             "ablation_base": ab, "seeds": list(params["seeds"]), "ablation_seeds": list(params["seeds"])[: params["ablation_seeds"]],
-            "n_resamples": params["n_resamples"], "pairs": pairs, "pairs_drawn": drawn, "tokenizer": tok, "train_items": train_items, "cache": cache,
+            "n_resamples": params["n_resamples"], "precision": _precision(params, student), "pairs": pairs, "pairs_drawn": drawn, "tokenizer": tok, "train_items": train_items, "cache": cache,
             "params": {k: params[k] for k in ("steps", "batch_size", "lr", "lambda_dsa", "lambda_hid")}}
 

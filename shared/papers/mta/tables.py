@@ -64,7 +64,8 @@ def setup_info(results: dict, params: dict) -> dict:
                                                                zip(key["phrase"], t_layers[len(key["word"]):])),
             "training pairs (kept of drawn)": f"{len(results['pairs']['train'])} of {results['pairs_drawn']['train']}",
             "held-out pairs (kept of drawn)": f"{len(results['pairs']['heldout'])} of {results['pairs_drawn']['heldout']}",
-            "runs": len(results["runs"]), "steps per run": params["steps"], "pairs per step": params["batch_size"]}
+            "runs": len(results["runs"]), "steps per run": params["steps"], "pairs per step": params["batch_size"],
+            "training precision": results.get("precision", "fp32")}
 
 
 def recovery_frame(results: dict, params: dict) -> pd.DataFrame | None:
