@@ -240,7 +240,7 @@ def generate(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int, t
     if system is not None and not chat:
         raise ValueError("system is only used with chat=True")
 
-    eos = _eos_ids(model, tokenizer, eos_token_id)
+    eos = eos_ids(model, tokenizer, eos_token_id)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos[0]
     gc = generation_config(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
                            pad_token_id=pad, eos_token_id=eos if len(eos) > 1 else eos[0])
@@ -302,7 +302,9 @@ def generate(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int, t
                        prompt_tokens=prompt_tokens[::n], seconds=seconds)
 
 
-def _eos_ids(model, tokenizer, eos_token_id: int | list[int] | None) -> list[int]:
+def eos_ids(model, tokenizer, eos_token_id: int | list[int] | None) -> list[int]:
+    """The ids that end a response: ``eos_token_id`` as given (one id or a non-empty list, checked), else the
+    tokenizer's EOS together with the model's ``generation_config.eos_token_id`` (in that order, no repeats)."""
     if eos_token_id is not None:
         one = checks.is_number(eos_token_id) or checks.is_bool(eos_token_id) or isinstance(eos_token_id, (str, bytes))
         try:

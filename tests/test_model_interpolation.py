@@ -639,3 +639,33 @@ def test_study_on_a_local_qwen3_pair(tmp_path, monkeypatch):
     led = C.Ledger("model_interpolation", "smoke", list(spec.CLAIMS), P)
     verdicts.record_claims(led, res)
     assert not led.missing()
+
+
+def test_sampling_with_no_cut_draws_from_the_whole_softmax():
+    logits = torch.log(torch.tensor([[0.7, 0.2, 0.1, 0.0]]).clamp_min(1e-30)).repeat(4000, 1)
+    g = torch.Generator().manual_seed(0)
+    got = R.sample_next(logits, 1.0, None, None, g)
+    freq = torch.bincount(got, minlength=4).double() / len(got)
+    assert freq[3] == 0 and torch.allclose(freq[:3], torch.tensor([0.7, 0.2, 0.1], dtype=torch.double), atol=0.03)
+    same = R.sample_next(logits, 1.0, 1.0, None, torch.Generator().manual_seed(0))  # top-p 1 cuts nothing either
+    assert torch.equal(same, got)
+    hot = R.sample_next(logits[:1000], 2.0, None, None, torch.Generator().manual_seed(0))  # T = 2 flattens
+    assert (hot == 2).double().mean() > 0.15
+
+
+@pytest.mark.parametrize("bf16", [True, False])
+def test_the_pair_is_fine_tuned_in_the_precision_asked_for(monkeypatch, bf16):
+    from acl26 import training
+    from acl26.papers.model_interpolation import pair
+
+    seen = {}
+
+    def fake_train(config, tc, *a, **k):
+        seen["tc"] = tc
+        return "trained"
+
+    monkeypatch.setattr(training, "train", fake_train)
+    params = {**spec.SPEC.resolve("smoke", {}), "bf16": bf16}
+    assert pair.fine_tune("thinking", params, progress=False) == "trained"
+    assert seen["tc"].bf16 is bf16 and seen["tc"].steps == params["steps_thinking"]
+    assert spec.SPEC.resolve("book", {})["bf16"] is True

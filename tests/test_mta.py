@@ -656,3 +656,95 @@ def test_no_lead_is_no_room_even_without_noise():
     ch.record_claims(ledger, r)
     assert ledger.entries["teacher_ahead"].holds == C.FAILS
     assert ledger.entries["improves_sfkl"].holds == C.NOT_TESTABLE
+
+
+def test_one_reference_pass_gives_the_nll_and_the_kl_with_or_without_logits_to_keep(tmp_path, monkeypatch):
+    setup, teacher = _tiny_setup(tmp_path, monkeypatch)
+    items, student = setup.items, setup.student
+    t_lp = Dl.teacher_logprobs(teacher, items, 0, batch_size=4)
+    got = Dl.reference_scores(student, items, 0, batch_size=4, teacher_lp=t_lp)
+    assert np.allclose(got["kl"], Dl.heldout_kl(student, None, items, 0, batch_size=3, teacher_lp=t_lp), rtol=1e-5)
+    # the NLL by hand: mean -log q(reference token) over the positions that predict it
+    for e, v in zip(items, got["nll"]):
+        with torch.no_grad():
+            lq = torch.log_softmax(student(input_ids=torch.tensor([e.ids])).logits[0].double(), -1)
+        want = -np.mean([float(lq[i - 1, e.ids[i]]) for i in range(1, len(e.ids)) if e.labels[i]])
+        assert v == pytest.approx(want, rel=1e-5)
+    # a forward without logits_to_keep takes the full logits and gives the same figures
+    monkeypatch.setattr(Dl, "_keeps_logits", lambda model: False)
+    full = Dl.reference_scores(student, items, 0, batch_size=4, teacher_lp=t_lp)
+    assert np.allclose(full["nll"], got["nll"], rtol=1e-5) and np.allclose(full["kl"], got["kl"], rtol=1e-5)
+    assert "kl" not in Dl.reference_scores(student, items, 0)
+    with pytest.raises(ValueError, match="teacher_lp holds"):
+        Dl.reference_scores(student, items, 0, teacher_lp=t_lp[:2])
+
+
+def test_evaluate_caches_the_kl_under_its_teacher(tmp_path, monkeypatch):
+    from acl26.papers.mta import study
+
+    monkeypatch.setenv("ACL26_CACHE", str(tmp_path))
+    teacher, tok = study.tiny_teacher()
+    other, _ = study.tiny_teacher(seed=1)
+    pairs = [D.Pair("x", "Add 2 and 3.", "5"), D.Pair("x", "Say hello.", "hello")]
+    items = D.encode(tok, pairs, max_len=64, with_units=False, skip_unlabelled=True)
+    t_lp = Dl.teacher_logprobs(teacher, items, tok.eos_token_id)
+    ev = dict(samples=2, max_new_tokens=3, seed=0, pad_id=tok.eos_token_id, batch_size=4)
+    rec = Dl.evaluate(other, tok, pairs, items, cache_key={"who": "o"}, teacher_lp=t_lp, teacher_key="t1", **ev)
+    assert np.allclose(rec["kl"], Dl.heldout_kl(other, None, items, tok.eos_token_id, teacher_lp=t_lp), rtol=1e-5)
+    assert len(rec["rouge"]) == len(rec["texts"]) == 2
+    plain = Dl.evaluate(other, tok, pairs, items, cache_key={"who": "o"}, **ev)  # no KL asked for: its own entry
+    assert "kl" not in plain and plain["nll"] == rec["nll"]
+    assert len(list((tmp_path / "mta").glob("eval-*.json"))) == 2
+    again = Dl.evaluate(other, tok, pairs, items, cache_key={"who": "o"}, teacher_lp=t_lp, teacher_key="t1", **ev)
+    assert again == rec  # a cache hit
+    Dl.evaluate(other, tok, pairs, items, cache_key={"who": "o"}, teacher_lp=t_lp, teacher_key="t2", **ev)
+    assert len(list((tmp_path / "mta").glob("eval-*.json"))) == 3  # another teacher: another entry
+    with pytest.raises(ValueError, match="teacher_key"):
+        Dl.evaluate(other, tok, pairs, items, cache_key={"who": "o"}, teacher_lp=t_lp, **ev)
+
+
+def test_sampled_responses_follow_the_seed_and_stop_at_eos():
+    from acl26.papers.mta import study
+
+    model, tok = study.tiny_teacher()
+    pairs = [D.Pair("x", f"Question {i}?", "answer") for i in range(3)]
+    a = Dl.sample_responses(model, tok, pairs, samples=2, max_new_tokens=5, seed=3, batch_size=4)
+    b = Dl.sample_responses(model, tok, pairs, samples=2, max_new_tokens=5, seed=3, batch_size=4)
+    c = Dl.sample_responses(model, tok, pairs, samples=2, max_new_tokens=5, seed=4, batch_size=4)
+    assert a == b and a != c and len(a) == 3 and all(len(r) == 2 for r in a)
+    with pytest.raises(ValueError, match="samples"):
+        Dl.sample_responses(model, tok, pairs, samples=0, max_new_tokens=5, seed=3, batch_size=4)
+
+
+def test_distill_in_bf16_only_where_native_and_the_key_says_which(tmp_path, monkeypatch):
+    from acl26 import training
+
+    setup, _ = _tiny_setup(tmp_path, monkeypatch)
+    full = Dl.Condition(dsa=True, hid=True)
+    fp = Dl.DistillConfig(steps=2, batch_size=2, lr=1e-2, seed=0)
+    bf = Dl.DistillConfig(steps=2, batch_size=2, lr=1e-2, seed=0, bf16=True)
+    seen = []
+    real = Dl.loss_terms
+
+    def spy(*a, **k):
+        seen.append(k.get("bf16"))
+        return real(*a, **k)
+
+    monkeypatch.setattr(Dl, "loss_terms", spy)
+    monkeypatch.setattr(training, "bf16_native_on", lambda device: True)
+    on = Dl.distill(setup, full, bf, name="b", progress=False, use_cache=False)
+    assert seen == [True, True] and on.log["precision"] == "bf16 autocast"
+    monkeypatch.setattr(training, "bf16_native_on", lambda device: False)
+    seen.clear()
+    off = Dl.distill(setup, full, bf, name="b", progress=False, use_cache=False)
+    assert seen == [False, False] and off.log["precision"] == "fp32"
+    plain = Dl.distill(setup, full, fp, name="b", progress=False, use_cache=False)
+    # three keys: bf16 that ran, bf16 asked for but fp32 ran, fp32 asked for
+    assert len({on.log["key"], off.log["key"], plain.log["key"]}) == 3
+    # under autocast the losses stay float32 and close to the fp32 ones
+    monkeypatch.setattr(Dl, "loss_terms", real)
+    projs = torch.nn.ModuleList([L.projection(16, 16) for _ in range(2)])
+    batch = setup.batch([0, 5])
+    t32 = real(setup.student, projs, batch, full, setup)
+    t16 = real(setup.student, projs, batch, full, setup, bf16=True)
+    assert t16["loss"].dtype == torch.float32 and float(t16["loss"]) == pytest.approx(float(t32["loss"]), rel=0.05)

@@ -160,7 +160,8 @@ def fine_tune(style: str, params: dict, *, progress: bool = True) -> training.Tr
     """Fine-tune the parent to ``style`` (cached by its whole configuration; see :mod:`acl26.training`).
 
     ``params``: ``parent``, ``train_problems``, ``max_terms``, ``gsm_share``, ``check_share``,
-    ``max_len``, ``steps_instruct`` / ``steps_thinking``, ``ft_batch``, ``ft_lr``, ``seed``.
+    ``max_len``, ``steps_instruct`` / ``steps_thinking``, ``ft_batch``, ``ft_lr``, ``seed`` and, if present,
+    ``bf16`` (autocast where the CPU computes bf16 natively, :class:`acl26.training.TrainConfig`).
     """
     if style not in STYLES:
         raise ValueError(f"style must be one of {STYLES}, got {style!r}")
@@ -174,7 +175,7 @@ def fine_tune(style: str, params: dict, *, progress: bool = True) -> training.Tr
     tc = training.TrainConfig(steps=params[f"steps_{style}"], batch_size=params["ft_batch"], lr=params["ft_lr"],
                               warmup_frac=0.1, min_lr_frac=0.1, weight_decay=0.0, seed=params["seed"],
                               eval_every=max(1, params[f"steps_{style}"] // 4), eval_blocks=len(val_x),
-                              checkpoint_every=25)
+                              checkpoint_every=25, bf16=bool(params.get("bf16", False)))
     parent_id = {"smollm2": "SmolLM2-135M-Instruct (Q4_1 GGUF, dequantised)", "tiny": "tiny random LLaMA, seed 0"}
     extra = {"parent": parent_id[params["parent"]], "style": style, "task": "model_interpolation pair v1"}
     return training.train(base.config, tc, train_x, val_x, name=f"mi-{style}-{params['parent']}",

@@ -82,6 +82,8 @@ SPEC = ParamSpec(
         Param("steps_thinking", int, "fine-tuning steps of Thinking", min=1),
         Param("ft_batch", int, "fine-tuning batch (examples)", min=1),
         Param("ft_lr", float, "fine-tuning peak learning rate", min=1e-7, max=1.0),
+        Param("bf16", bool, "bf16 autocast in the pair's fine-tunes where the CPU computes bf16 natively, else fp32 "
+              "(fp32 weights and optimizer; validation in fp32)"),
         Param("seed", int, "seed of the data, the fine-tunes and the rollouts", min=0, max=SEED_MAX),
         Param("eval_problems", int, "held-out chain-sum problems at every λ of the sweep (the first eval_problems of "
               "the power_problems)", min=2),
@@ -119,7 +121,7 @@ SPEC = ParamSpec(
     profiles={
         "book": dict(parent="smollm2", instruct="", thinking="", base="", merge="memory", device="cpu", dtype="float32",
                      train_problems=1200, max_terms=5, gsm_share=0.15, check_share=0.4, max_len=144,
-                     steps_instruct=32, steps_thinking=32, ft_batch=16, ft_lr=3e-4, seed=0,
+                     steps_instruct=32, steps_thinking=32, ft_batch=16, ft_lr=3e-4, bf16=True, seed=0,
                      eval_problems=24, power_problems=96, k=4, max_new_tokens=192, batch_prompts=24,
                      lambdas=[0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0], fine_points=2,
                      ablation_offset=0.2, extra_ablation_lambdas=[],

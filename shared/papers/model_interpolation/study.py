@@ -20,7 +20,7 @@ import torch
 from acl26 import checks, evaluation, io, models, paths, problems
 from acl26.papers.model_interpolation import merge as M
 from acl26.papers.model_interpolation import pair as pair_mod
-from acl26.papers.model_interpolation import rollout as R
+from acl26 import rollout as R
 from acl26.papers.model_interpolation.ablation import ablations
 from acl26.papers.model_interpolation.spec import control_name, grid_name, label_of, ties_name
 from acl26.papers.model_interpolation.stages import ablation_lambda, band, best_lambda, fine_grid, grid_lambda

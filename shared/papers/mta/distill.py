@@ -493,18 +493,39 @@ def evaluate(model, tokenizer, pairs: Sequence[D.Pair], items: Sequence[D.Encode
             return io.read_cached_json(path, "cached evaluation")
     t0 = time.perf_counter()
     scores = reference_scores(model, items, pad_id, teacher_lp=teacher_lp)
-    gens = evaluation.generate(model, tokenizer, [p.prompt for p in pairs], max_new_tokens=max_new_tokens,
-                               temperature=1.0, top_p=1.0, top_k=None, seed=seed, n=samples, batch_size=batch_size,
-                               chat=True, system=D.SYSTEM, progress=progress)
+    gens = sample_responses(model, tokenizer, pairs, samples=samples, max_new_tokens=max_new_tokens, seed=seed,
+                            batch_size=batch_size, progress=progress)
     refs = [p.reference for p in pairs]
     per = np.zeros(len(pairs))
     for j in range(samples):
-        per += np.asarray(evaluation.rouge_l_scores([row[j] for row in gens.texts], refs))
-    rec = {**scores, "rouge": (100.0 * per / samples).tolist(), "texts": [row[0] for row in gens.texts],
+        per += np.asarray(evaluation.rouge_l_scores([row[j] for row in gens], refs))
+    rec = {**scores, "rouge": (100.0 * per / samples).tolist(), "texts": [row[0] for row in gens],
            "sources": [p.source for p in pairs], "seconds": round(time.perf_counter() - t0, 1)}
     if path is not None:
         io.write_json(path, rec)
     return rec
+
+
+#: what samples the evaluation's responses (in its cache key): :func:`acl26.rollout.rollouts`, one prefill per
+#: prompt for all its samples (it replaced ``transformers``' ``generate``, which prefilled each sample apart)
+SAMPLER = "acl26.rollout v1"
+
+
+def sample_responses(model, tokenizer, pairs: Sequence[D.Pair], *, samples: int, max_new_tokens: int, seed: int,
+                     batch_size: int, progress: bool = False) -> list[list[str]]:
+    """``samples`` responses per pair's prompt (chat-formatted with the system prompt, :func:`.data.prompt_text`),
+    sampled at T = 1 from the whole distribution (no top-k, no top-p) until an EOS (the tokenizer's or the
+    model's) or ``max_new_tokens``; ``batch_size`` sequences per batch (``batch_size // samples`` prompts,
+    at least one). ``[pair][sample]`` texts, special tokens left out."""
+    from acl26 import rollout
+
+    checks.integer("samples", samples, 1)
+    checks.integer("batch_size", batch_size, 1)
+    prompts = [D.prompt_text(tokenizer, p.prompt) for p in pairs]
+    ro = rollout.rollouts(model, tokenizer, prompts, k=samples, max_new_tokens=max_new_tokens, temperature=1.0,
+                          top_p=None, top_k=None, seed=seed, batch_prompts=max(1, batch_size // samples),
+                          eos_token_id=evaluation.eos_ids(model, tokenizer, None), progress=progress)
+    return ro.texts
 
 
 def eval_path(model, tokenizer, pairs: Sequence[D.Pair], items: Sequence[D.Encoded], *, samples: int,
@@ -514,5 +535,6 @@ def eval_path(model, tokenizer, pairs: Sequence[D.Pair], items: Sequence[D.Encod
     key = D.digest({**cache_key, "model": D.state_digest(model), "config": config if config is not None else _config_of(model),
                     "samples": samples, "mnt": max_new_tokens, "seed": seed, "batch_size": batch_size,
                     "pairs": [(p.prompt, p.reference) for p in pairs], "items": D.encoded_digest(items),
-                    "template": getattr(tokenizer, "chat_template", None), "v": DISTILL_VERSION, **_device_key(model)})
+                    "template": getattr(tokenizer, "chat_template", None), "v": DISTILL_VERSION, "sampler": SAMPLER,
+                    **_device_key(model)})
     return paths.cache_dir() / "mta" / f"eval-{key[:20]}.json"
