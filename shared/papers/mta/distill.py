@@ -390,8 +390,8 @@ def _keeps_logits(model) -> bool:
 def _at_reference(model, items: Sequence[D.Encoded], pad_id: int, batch_size: int):
     """Per item, in order, ``(logits, targets)``: ``model``'s float32 logits at every position that predicts
     a token of the reference (or its EOS), ``[n_positions, vocab]``, and those tokens' ids, teacher-forced
-    (the model in eval mode meanwhile). Where the forward takes ``logits_to_keep``, the head runs at those
-    positions only (the same logits: the head is applied row by row)."""
+    (the model in eval mode meanwhile). Where the forward takes ``logits_to_keep``, the head runs only at the
+    columns where some item of the batch has such a position (the same logits: the head is applied row by row)."""
     checks.integer("batch_size", batch_size, 1)
     was = model.training
     model.eval()
@@ -403,15 +403,15 @@ def _at_reference(model, items: Sequence[D.Encoded], pad_id: int, batch_size: in
             pos = (D.predict_mask(b["labels"]) & b["attn"]).bool()
             targets = torch.zeros_like(b["ids"])
             targets[:, :-1] = b["ids"][:, 1:]
-            kw = {"logits_to_keep": pos} if keep else {}
-            logits = model(input_ids=b["ids"], attention_mask=b["attn"].long(), **kw).logits.float()
-            if keep:  # [n_true, vocab], rows in order: split them by item
-                counts = pos.sum(1).tolist()
-                for i, chunk in enumerate(torch.split(logits, counts)):
-                    yield chunk, targets[i][pos[i]]
+            if keep:  # the columns any row needs (a 1-D logits_to_keep: every transformers 5.x takes it)
+                cols = pos.any(0).nonzero().squeeze(-1)
+                logits = model(input_ids=b["ids"], attention_mask=b["attn"].long(), logits_to_keep=cols).logits
+                pos, targets = pos[:, cols], targets[:, cols]
             else:
-                for i in range(logits.shape[0]):
-                    yield logits[i][pos[i]], targets[i][pos[i]]
+                logits = model(input_ids=b["ids"], attention_mask=b["attn"].long()).logits
+            logits = logits.float()
+            for i in range(logits.shape[0]):
+                yield logits[i][pos[i]], targets[i][pos[i]]
     finally:
         model.train(was)
 
