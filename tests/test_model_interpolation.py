@@ -285,6 +285,11 @@ def test_rollouts_greedy_match_generate():
         R.rollouts(model, tok, prompts, k=2, max_new_tokens=4, temperature=0)
     with pytest.raises(ValueError, match="top_p"):
         R.rollouts(model, tok, prompts, k=1, max_new_tokens=4, temperature=0.5, top_p=1.5)
+    for bad in (2.5, True, [], "x"):  # one line naming eos_token_id, as generate() says it
+        with pytest.raises(ValueError, match="eos_token_id"):
+            R.rollouts(model, tok, prompts, k=1, max_new_tokens=4, temperature=0, eos_token_id=bad)
+    ids = R.rollouts(model, tok, prompts, k=1, max_new_tokens=4, temperature=0, eos_token_id=np.int64(tok.eos_token_id))
+    assert ids.texts == R.rollouts(model, tok, prompts, k=1, max_new_tokens=4, temperature=0).texts
 
 
 def test_sampling_respects_top_k_and_top_p():
@@ -651,6 +656,21 @@ def test_sampling_with_no_cut_draws_from_the_whole_softmax():
     assert torch.equal(same, got)
     hot = R.sample_next(logits[:1000], 2.0, None, None, torch.Generator().manual_seed(0))  # T = 2 flattens
     assert (hot == 2).double().mean() > 0.15
+
+
+def test_draw_inverts_the_cumulative_sum(monkeypatch):
+    from acl26 import rollout
+
+    g = torch.Generator().manual_seed(1)
+    probs = torch.tensor([[0.0, 0.5, 0.0, 0.5, 0.0], [0.0, 0.0, 0.0, 0.0, 3.0], [1.0, 1.0, 1.0, 1.0, 0.0]])
+    got = torch.stack([rollout.draw(probs, g) for _ in range(3000)])  # [3000, 3]
+    assert set(got[:, 0].tolist()) == {1, 3} and abs((got[:, 0] == 1).double().mean() - 0.5) < 0.04
+    assert (got[:, 1] == 4).all()  # an unnormalised row; the zeros are never drawn
+    assert set(got[:, 2].tolist()) == {0, 1, 2, 3}
+    # a uniform number of 0 takes the first positive entry; one just below 1 the last
+    for u, want in ((0.0, 1), (1 - 1e-7, 3)):
+        monkeypatch.setattr(torch, "rand", lambda *a, u=u, **k: torch.full((1, 1), u))
+        assert int(rollout.draw(probs[:1], g)[0]) == want
 
 
 @pytest.mark.parametrize("bf16", [True, False])
