@@ -507,8 +507,9 @@ def evaluate(model, tokenizer, pairs: Sequence[D.Pair], items: Sequence[D.Encode
 
 
 #: what samples the evaluation's responses (in its cache key): :func:`acl26.rollout.rollouts`, one prefill per
-#: prompt for all its samples (it replaced ``transformers``' ``generate``, which prefilled each sample apart)
-SAMPLER = "acl26.rollout v1"
+#: prompt for all its samples (it replaced ``transformers``' ``generate``, which prefilled each sample apart);
+#: v2: a token drawn by :func:`acl26.rollout.draw` (one uniform number per row), not ``torch.multinomial``
+SAMPLER = "acl26.rollout v2"
 
 
 def sample_responses(model, tokenizer, pairs: Sequence[D.Pair], *, samples: int, max_new_tokens: int, seed: int,
