@@ -1,5 +1,5 @@
-"""k sampled rollouts per prompt, with one prefill per prompt (the book's sampling loop: model
-interpolation's rollouts, MTA's sampled responses).
+"""k sampled rollouts per prompt, with one prefill per prompt (the book's sampling loop, for any chapter
+that samples several responses per prompt).
 
 ``transformers``' ``generate`` with ``num_return_sequences = k`` prefills every prompt k times, and a
 batch keeps decoding its finished rows until its longest row ends. On 2 cores both dominate a sweep
