@@ -133,6 +133,11 @@ def bf16_native_on(device) -> bool:
     return False
 
 
+def bf16_runs(requested: bool, device="cpu") -> bool:
+    """Whether bf16 autocast really runs: asked for, and native on ``device`` (:func:`bf16_native_on`)."""
+    return bool(requested) and bf16_native_on(device)
+
+
 def precision_tag(requested: bool, device="cpu") -> bool | str:
     """What a cache key records of a bf16 request: ``False`` (fp32 asked for), ``True`` (bf16 autocast
     runs), or a note that bf16 was asked for but ``device`` has no native bf16 (so fp32 runs)."""
@@ -143,7 +148,7 @@ def precision_tag(requested: bool, device="cpu") -> bool | str:
 
 def autocast_bf16(train_config: TrainConfig) -> bool:
     """The precision a run really uses: bf16 autocast when asked for and native here, else fp32."""
-    return bool(train_config.bf16) and bf16_native()
+    return bf16_runs(train_config.bf16)
 
 
 def config_key(model_config, train_config: TrainConfig, data_fingerprint: str) -> str:

@@ -282,7 +282,7 @@ def distill(setup: Setup, cond: Condition, cfg: DistillConfig, *, name: str, pro
             model.eval()
             return Distilled(model, log, True, folder)
         io.check_target(folder, kind="folder")  # before the distillation, not after it
-        use_bf16 = bool(cfg.bf16) and training.bf16_native_on(dev)
+        use_bf16 = training.bf16_runs(cfg.bf16, dev)
         if cfg.bf16 and not use_bf16:
             import logging
 
@@ -348,7 +348,7 @@ def step_times(setup: Setup, conds: dict[str, Condition], *, batch_size: int, ro
                                  for _ in setup.student_layers]).to(next(model.parameters()).device)
     gen = torch.Generator().manual_seed(seed)
     batch = setup.batch(torch.randint(0, len(setup.items), (batch_size,), generator=gen).tolist())
-    use_bf16 = bool(bf16) and training.bf16_native_on(next(model.parameters()).device)
+    use_bf16 = training.bf16_runs(bf16, next(model.parameters()).device)
 
     def teacher_forward(cond):
         dev = next(teacher.parameters()).device
@@ -416,13 +416,14 @@ def _at_reference(model, items: Sequence[D.Encoded], pad_id: int, batch_size: in
         model.train(was)
 
 
-def _kl_row(s_logits: torch.Tensor, t: torch.Tensor, i: int) -> float:
-    """Mean KL(teacher ‖ student) over one pair's positions (both cut to the shared ids and renormalised)."""
+def _kl_row(s_logits: torch.Tensor, s_lp: torch.Tensor, t: torch.Tensor, i: int) -> float:
+    """Mean KL(teacher ‖ student) over one pair's positions (both cut to the shared ids and renormalised);
+    ``s_lp`` is the log-softmax of ``s_logits``, used as it is where no id is cut."""
     t = t.to(s_logits.device)
     if s_logits.shape[0] != t.shape[0]:
         raise ValueError(f"teacher_lp[{i}] has {t.shape[0]} positions, the item {s_logits.shape[0]}")
     v = min(s_logits.shape[-1], t.shape[-1])
-    s = torch.log_softmax(s_logits[:, :v], -1)
+    s = s_lp if v == s_logits.shape[-1] else torch.log_softmax(s_logits[:, :v], -1)
     t = t[:, :v] - torch.logsumexp(t[:, :v], -1, keepdim=True) if v < t.shape[-1] else t
     return float(L.forward_kl(s, t))
 
@@ -441,7 +442,7 @@ def reference_scores(model, items: Sequence[D.Encoded], pad_id: int, batch_size:
         lp = torch.log_softmax(logits, -1)
         nll.append(float(-lp.gather(-1, tgt[:, None]).mean()) if len(tgt) else 0.0)
         if teacher_lp is not None:
-            kl.append(_kl_row(logits, teacher_lp[i], i))
+            kl.append(_kl_row(logits, lp, teacher_lp[i], i))
     return {"nll": nll, **({"kl": kl} if teacher_lp is not None else {})}
 
 

@@ -121,7 +121,7 @@ def _precision(params: dict, student) -> str:
     from acl26 import training
 
     dev = next(student.parameters()).device
-    return "bf16 autocast (fp32 weights, optimizer and losses)" if params["bf16"] and training.bf16_native_on(dev) \
+    return "bf16 autocast (fp32 weights, optimizer and losses)" if training.bf16_runs(params["bf16"], dev) \
         else ("fp32 (bf16 asked for, not native here)" if params["bf16"] else "fp32")
 
 
