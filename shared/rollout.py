@@ -16,6 +16,7 @@ temperature 0 both give the same greedy tokens.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from collections.abc import Sequence
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from acl26 import checks, evaluation
+from acl26 import checks, evaluation, prepack as prepack_mod
 
 
 @dataclass
@@ -36,6 +37,8 @@ class Rollouts:
     finished: list[list[bool]]
     seconds: float
     generated: int
+    #: how the linears ran: oneDNN's prepacked float32 kernel or torch's own (:mod:`acl26.prepack`)
+    backend: str = "torch (F.linear)"
 
 
 def check_decoding(temperature, top_p, top_k) -> None:
@@ -81,11 +84,14 @@ def sample_next(logits: torch.Tensor, temperature: float, top_p: float | None, t
 @torch.inference_mode()
 def rollouts(model, tokenizer, prompts: Sequence[str], *, k: int, max_new_tokens: int, temperature: float,
              top_p: float | None = None, top_k: int | None = None, seed: int = 0, batch_prompts: int = 16,
-             eos_token_id: int | Sequence[int] | None = None, progress: bool = False) -> Rollouts:
+             eos_token_id: int | Sequence[int] | None = None, progress: bool = False,
+             prepack: bool = True) -> Rollouts:
     """``k`` rollouts of each of ``prompts`` (already formatted: no special tokens are added).
 
     Prompts go ``batch_prompts`` at a time (left padded); chunk ``c`` samples from a generator seeded
-    with ``seed + c``, so the same call gives the same rollouts.
+    with ``seed + c``, so the same call gives the same rollouts. On the CPU in float32 the linears run
+    through oneDNN's prepacked kernel (:func:`acl26.prepack.prepacked`; ``prepack=False`` keeps
+    ``F.linear``): the same float32 computation, about 1.45× faster here; ``backend`` says which ran.
     """
     from tqdm import tqdm
 
@@ -95,6 +101,8 @@ def rollouts(model, tokenizer, prompts: Sequence[str], *, k: int, max_new_tokens
     checks.integer("max_new_tokens", max_new_tokens, 1)
     checks.integer("batch_prompts", batch_prompts, 1)
     checks.integer("seed", seed, 0)
+    if not isinstance(prepack, bool):
+        raise ValueError(f"prepack must be True or False, got {prepack!r}")
     check_decoding(temperature, top_p, top_k)
     if temperature == 0 and k > 1:
         raise ValueError("k > 1 at temperature 0 would repeat the same greedy rollout; use k=1")
@@ -115,7 +123,9 @@ def rollouts(model, tokenizer, prompts: Sequence[str], *, k: int, max_new_tokens
     start = time.perf_counter()
     generated = 0
     chunks = list(range(0, len(prompts), batch_prompts))
+    packing = contextlib.ExitStack()
     try:
+        backend = packing.enter_context(prepack_mod.prepacked(model, enabled=prepack)).backend
         for c, lo in enumerate(tqdm(chunks, desc="rollouts", unit="batch", disable=not progress)):
             chunk = list(prompts[lo:lo + batch_prompts])
             enc = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in chunk]
@@ -164,6 +174,8 @@ def rollouts(model, tokenizer, prompts: Sequence[str], *, k: int, max_new_tokens
                 counts.append([len(tokens[r]) for r in rs])
                 done.append([finished[r] for r in rs])
     finally:
+        packing.close()
         model.train(was_training)
     seconds = time.perf_counter() - start
-    return Rollouts(texts=texts, n_tokens=counts, finished=done, seconds=seconds, generated=generated)
+    return Rollouts(texts=texts, n_tokens=counts, finished=done, seconds=seconds, generated=generated,
+                    backend=backend)

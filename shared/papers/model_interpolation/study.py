@@ -160,7 +160,8 @@ def evaluate(pair: dict, state: dict | Callable[[], dict], label: str, items: Se
     answers = [[problems.extract_answer(t) for t in row] for row in ro.texts]
     rec = {"label": label, "decoding": decoding, "k": k, "correct": correct, "tokens": ro.n_tokens, "think": think,
            "answers": answers, "golds": [p.answer for p in items], "finished": ro.finished, "seconds": ro.seconds,
-           "generated": ro.generated, "examples": [ro.texts[i][0] for i in range(min(3, len(items)))]}
+           "generated": ro.generated, "backend": ro.backend,
+           "examples": [ro.texts[i][0] for i in range(min(3, len(items)))]}
     io.write_json(path, rec)
     return rec
 
