@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -341,9 +342,43 @@ class FrozenPrefix:
             handle.remove()
 
 
+def _keeps_columns(model) -> bool:
+    """Whether ``model``'s forward takes ``logits_to_keep`` (transformers' causal LMs: a 1-D tensor of columns)."""
+    import inspect
+
+    try:
+        return "logits_to_keep" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def labelled_columns(labels: torch.Tensor) -> torch.Tensor:
+    """The columns ``c`` whose logits some row's loss reads: ``labels[:, c + 1]`` is labelled in some row."""
+    return (labels[:, 1:] != IGNORE).any(dim=0).nonzero().squeeze(-1)
+
+
 def _forward(model, input_ids: torch.Tensor, labels: torch.Tensor | None, prefix: FrozenPrefix | None):
-    """``model(input_ids=..., labels=...)``, through ``prefix`` where one is given."""
-    return model(input_ids=input_ids, labels=labels) if prefix is None else prefix(model, input_ids, labels=labels)
+    """``model(input_ids=..., labels=...)``, through ``prefix`` where one is given.
+
+    Where only some columns carry a label (supervised fine-tuning: the prompts and the padding are
+    :data:`IGNORE`) and the forward takes ``logits_to_keep``, the head runs at the columns some row's
+    loss reads and the loss is taken here: transformers' causal-LM loss (labels shifted by one, cross
+    entropy in float32 over the labelled positions, their mean), on the logits it would read. The
+    returned object then has ``loss`` and those columns' ``logits``.
+    """
+    if prefix is not None:
+        return prefix(model, input_ids, labels=labels)
+    if labels is not None and labels is not input_ids and _keeps_columns(model):
+        cols = labelled_columns(labels)
+        if 0 < len(cols) < labels.shape[1] - 1:
+            import torch.nn.functional as F
+
+            logits = model(input_ids=input_ids, logits_to_keep=cols).logits
+            target = labels[:, 1:][:, cols]
+            loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1),
+                                   ignore_index=IGNORE)
+            return SimpleNamespace(loss=loss, logits=logits)
+    return model(input_ids=input_ids, labels=labels)
 
 
 @torch.no_grad()
@@ -457,6 +492,10 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
     if len(train_blocks) < train_config.batch_size:
         raise ValueError(f"train_blocks has {len(train_blocks)} rows, fewer than batch_size {train_config.batch_size}")
     fingerprint = data_fingerprint + (json.dumps(key_extra, sort_keys=True) if key_extra else "")
+    if train_labels is not None and prefix is None:
+        # the head runs at the labelled columns only (_forward): the same loss, summed in another order,
+        # so weights equal to rounding, not bit for bit, and a model trained before is not read back as this one
+        fingerprint += "|sft loss: head at labelled columns"
     key = config_key(model_config, train_config, fingerprint)
     final, partial = _folders(name, key)
     # one process at a time per model: two runs that need the same model (points of a sweep, anywhere on a
@@ -571,8 +610,13 @@ def train(model_config, train_config: TrainConfig, train_blocks: torch.Tensor, v
         elapsed += time.perf_counter() - t0
 
         per_block = block_losses(model, val_blocks, prefix=prefix) if val_per_block else None
-        val_loss = (float(sum(per_block) / len(per_block)) if per_block
-                    else evaluate_loss(model, val_blocks, labels=val_labels, prefix=prefix))
+        if per_block:
+            val_loss = float(sum(per_block) / len(per_block))
+        elif (history["eval_step"] and history["eval_step"][-1] == train_config.steps
+              and train_config.eval_blocks >= len(val_blocks)):
+            val_loss = history["val_loss"][-1]  # the last step was scored on every validation block already
+        else:
+            val_loss = evaluate_loss(model, val_blocks, labels=val_labels, prefix=prefix)
         n_params = sum(p.numel() for p in model.parameters())
         n_trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
         train_log = {

@@ -1,5 +1,6 @@
 """The shared training loop: cached by config, deterministic, resumable after a kill (issue #3)."""
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -241,6 +242,62 @@ def test_supervised_fine_tuning_takes_the_loss_on_labelled_positions_only(cache,
     with pytest.raises(ValueError, match="train_labels must have the shape"):
         training.train(tiny_dense(), cfg, train_x, val_x, name="sft", data_fingerprint="t",
                        train_labels=labels[:, :5], progress=False)
+
+
+def test_a_labelled_loss_runs_the_head_at_the_labelled_columns_only_with_transformers_value(blocks):
+    """Where some columns carry no label, ``_forward`` asks the forward for the labelled columns'
+    logits (``logits_to_keep``) and takes transformers' causal-LM loss itself: the same value and the
+    same gradients, to float32 rounding."""
+    x, _ = blocks
+    x = x[:6]
+    y = x.clone()
+    y[:, :12] = training.IGNORE
+    y[:3, 12:20] = training.IGNORE  # rows labelled from different columns
+    y[:, -3:] = training.IGNORE
+    m = training._build(tiny_dense(), 0)
+    ref = m(input_ids=x, labels=y)
+    got = training._forward(m, x, y, None)
+    cols = training.labelled_columns(y)
+    assert cols.tolist() == list(range(11, x.shape[1] - 4))  # logits at c predict labels[:, c + 1]
+    assert got.logits.shape == (6, len(cols), V)
+    assert float(got.loss.detach()) == pytest.approx(float(ref.loss.detach()), rel=1e-6)
+    grads = []
+    for out in (lambda: m(input_ids=x, labels=y), lambda: training._forward(m, x, y, None)):
+        m.zero_grad()
+        out().loss.backward()
+        grads.append([p.grad.clone() for p in m.parameters()])
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+    # every column labelled (plain language modelling) or none: transformers' own path, logits of every column
+    assert training._forward(m, x, x, None).logits.shape[1] == x.shape[1]
+    everything = x.clone()
+    assert training._forward(m, x, everything, None).logits.shape[1] == x.shape[1]
+
+
+def test_supervised_fine_tuning_is_keyed_apart_and_scores_its_last_step_once(cache, blocks, monkeypatch):
+    """The labelled-column loss changes the weights to rounding, so its runs are keyed apart; and where the
+    last step was scored on every validation block, the final validation loss is that score, not a second pass."""
+    train_x, val_x = blocks
+    labels = train_x.clone()
+    labels[:, :10] = training.IGNORE
+    val_y = val_x.clone()
+    val_y[:, :10] = training.IGNORE
+    calls = []
+    real = training.evaluate_loss
+    monkeypatch.setattr(training, "evaluate_loss", lambda *a, **k: calls.append(1) or real(*a, **k))
+    cfg = training.TrainConfig(steps=4, batch_size=4, eval_every=2, eval_blocks=len(val_x), checkpoint_every=10)
+    r = training.train(tiny_dense(), cfg, train_x, val_x, name="sft", data_fingerprint="t", train_labels=labels,
+                       val_labels=val_y, progress=False)
+    assert len(calls) == 2  # steps 2 and 4; the final loss is step 4's
+    assert r.log["final"]["val_loss"] == r.log["history"]["val_loss"][-1]
+    assert r.log["final"]["val_loss"] == pytest.approx(real(r.model, val_x, labels=val_y), rel=1e-6)
+    calls.clear()
+    part = dataclasses.replace(cfg, eval_blocks=len(val_x) - 1)  # the last score saw fewer blocks: scored again
+    r2 = training.train(tiny_dense(), part, train_x, val_x, name="sft", data_fingerprint="t", train_labels=labels,
+                        val_labels=val_y, progress=False, use_cache=False)
+    assert len(calls) == 3 and r2.log["key"] == r.log["key"]  # what is scored does not change the weights
+    plain = training.train(tiny_dense(), cfg, train_x, val_x, name="lm", data_fingerprint="t", progress=False)
+    assert plain.log["key"] != r.log["key"]
 
 
 def test_only_the_parameters_init_leaves_trainable_are_trained(cache, blocks):
