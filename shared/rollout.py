@@ -81,17 +81,57 @@ def sample_next(logits: torch.Tensor, temperature: float, top_p: float | None, t
     return idx.gather(-1, pick[:, None]).squeeze(-1)
 
 
+def common_prefix(rows: Sequence[Sequence[int]]) -> int:
+    """The length of the ids every row starts with, leaving each row at least one id of its own."""
+    n = min(len(r) for r in rows) - 1
+    first = rows[0]
+    for i in range(max(n, 0)):
+        t = first[i]
+        if any(r[i] != t for r in rows):
+            return i
+    return max(n, 0)
+
+
+def _prefill(model, enc: list[list[int]], pad: int, device, *, share_prefix: bool):
+    """One forward over the prompts ``enc`` (the last position's logits) and the attention mask of the cache it
+    leaves. The prompts' common prefix (a chat template's system turn) runs once, as one row, and its
+    cache is repeated for every prompt; each prompt's own ids follow, left padded after the prefix. The
+    positions count the unpadded ids, so each prompt sees what it would alone."""
+    def call(**kw):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*past_key_values. is deprecated", category=FutureWarning)
+            return model(use_cache=True, **kw)
+
+    p = common_prefix(enc) if share_prefix and len(enc) > 1 else 0
+    rest = [e[p:] for e in enc]
+    width = max(len(e) for e in rest)
+    ids = torch.tensor([[pad] * (width - len(e)) + e for e in rest], device=device)
+    attn = torch.tensor([[1] * p + [0] * (width - len(e)) + [1] * len(e) for e in rest], device=device)
+    pos = (attn.cumsum(-1) - 1).clamp(min=0)[:, p:]
+    if not p:
+        return call(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=1), attn
+    head = call(input_ids=torch.tensor([enc[0][:p]], device=device), logits_to_keep=1)
+    cache = head.past_key_values
+    cache.batch_repeat_interleave(len(enc))
+    out = call(input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache, logits_to_keep=1)
+    return out, attn
+
+
 @torch.inference_mode()
 def rollouts(model, tokenizer, prompts: Sequence[str], *, k: int, max_new_tokens: int, temperature: float,
              top_p: float | None = None, top_k: int | None = None, seed: int = 0, batch_prompts: int = 16,
              eos_token_id: int | Sequence[int] | None = None, progress: bool = False,
-             prepack: bool = True) -> Rollouts:
+             prepack: bool = True, share_prefix: bool = True) -> Rollouts:
     """``k`` rollouts of each of ``prompts`` (already formatted: no special tokens are added).
 
     Prompts go ``batch_prompts`` at a time (left padded); chunk ``c`` samples from a generator seeded
     with ``seed + c``, so the same call gives the same rollouts. On the CPU in float32 the linears run
     through oneDNN's prepacked kernel (:func:`acl26.prepack.prepacked`; ``prepack=False`` keeps
     ``F.linear``): the same float32 computation, about 1.45× faster here; ``backend`` says which ran.
+    The ids every prompt of a chunk starts with (the chat template's system turn and the task's opening
+    words: 24 of 41.5 ids in the chat prompts measured here) are prefilled once, as one row, and their
+    cache is repeated (``share_prefix=False`` prefills every row whole): the same attention over the
+    same positions, 25% less time for 96 such prompts with short answers.
     """
     from tqdm import tqdm
 
@@ -101,8 +141,9 @@ def rollouts(model, tokenizer, prompts: Sequence[str], *, k: int, max_new_tokens
     checks.integer("max_new_tokens", max_new_tokens, 1)
     checks.integer("batch_prompts", batch_prompts, 1)
     checks.integer("seed", seed, 0)
-    if not isinstance(prepack, bool):
-        raise ValueError(f"prepack must be True or False, got {prepack!r}")
+    for name, flag in (("prepack", prepack), ("share_prefix", share_prefix)):
+        if not isinstance(flag, bool):
+            raise ValueError(f"{name} must be True or False, got {flag!r}")
     check_decoding(temperature, top_p, top_k)
     if temperature == 0 and k > 1:
         raise ValueError("k > 1 at temperature 0 would repeat the same greedy rollout; use k=1")
@@ -129,13 +170,7 @@ def rollouts(model, tokenizer, prompts: Sequence[str], *, k: int, max_new_tokens
         for c, lo in enumerate(tqdm(chunks, desc="rollouts", unit="batch", disable=not progress)):
             chunk = list(prompts[lo:lo + batch_prompts])
             enc = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in chunk]
-            width = max(len(e) for e in enc)
-            ids = torch.tensor([[pad] * (width - len(e)) + e for e in enc], device=device)
-            attn = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in enc], device=device)
-            pos = (attn.cumsum(-1) - 1).clamp(min=0)
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=".*past_key_values. is deprecated", category=FutureWarning)
-                out = model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=1)
+            out, attn = _prefill(model, enc, pad, device, share_prefix=share_prefix)
             cache = out.past_key_values
             n_rows = len(chunk) * k
             if k > 1:

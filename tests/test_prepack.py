@@ -93,3 +93,32 @@ def test_rollouts_are_the_same_with_and_without_prepacking_and_say_which_ran():
     assert not any("forward" in vars(x) for x in m.modules())
     with pytest.raises(ValueError, match="prepack must be True or False"):
         rollout.rollouts(m, tok, prompts, prepack="yes", **kw)
+
+
+def test_common_prefix_leaves_every_row_an_id_of_its_own():
+    assert rollout.common_prefix([[1, 2, 3], [1, 2, 4, 5]]) == 2
+    assert rollout.common_prefix([[1, 2, 3], [1, 2, 3]]) == 2
+    assert rollout.common_prefix([[1, 2, 3, 4], [1, 2]]) == 1
+    assert rollout.common_prefix([[5], [5]]) == 0
+    assert rollout.common_prefix([[1, 2], [3, 2]]) == 0
+
+
+@pytest.mark.parametrize("prepack_on", [True, False])
+def test_a_shared_prefix_prefilled_once_gives_the_rollouts_of_whole_prompts(prepack_on):
+    """Prompts of different lengths after a common opening: the prefix runs once as one row, each prompt's
+    own ids follow after padding; the positions and the attention are those of each prompt alone."""
+    tok = tokenization.load("smollm2")
+    m = tiny(5, vocab=len(tok))
+    prompts = ["system: solve it. user: 1 + 2", "system: solve it. user: what is 17 + 25 + 3 then",
+               "system: solve it. user: 4"]
+    greedy = dict(k=1, max_new_tokens=8, temperature=0.0, eos_token_id=0, batch_prompts=3, prepack=prepack_on)
+    a = rollout.rollouts(m, tok, prompts, **greedy)
+    b = rollout.rollouts(m, tok, prompts, share_prefix=False, **greedy)
+    assert a.texts == b.texts and a.n_tokens == b.n_tokens
+    alone = [rollout.rollouts(m, tok, [p], share_prefix=False, **greedy).texts[0] for p in prompts]
+    assert a.texts == alone  # each prompt as if it were prefilled by itself
+    sampled = dict(k=3, max_new_tokens=8, temperature=0.9, top_k=40, seed=2, eos_token_id=0, batch_prompts=3)
+    assert rollout.rollouts(m, tok, prompts, **sampled).texts == \
+        rollout.rollouts(m, tok, prompts, share_prefix=False, **sampled).texts
+    with pytest.raises(ValueError, match="share_prefix must be True or False"):
+        rollout.rollouts(m, tok, prompts, share_prefix=1, **greedy)
