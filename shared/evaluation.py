@@ -92,6 +92,15 @@ def sliding_windows(n: int, context_length: int, stride: int) -> list[tuple[int,
     return windows
 
 
+def keeps_logits(model) -> bool:
+    """Whether ``model``'s forward takes ``logits_to_keep`` (transformers' causal LMs: the head then runs
+    only at the positions asked for, an int for the last ones or a 1-D tensor of columns)."""
+    try:
+        return "logits_to_keep" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):  # a forward without a signature
+        return False
+
+
 def _device(model) -> Any:
     return next(model.parameters()).device
 
@@ -124,7 +133,7 @@ def perplexity(model, ids: Sequence[int] | np.ndarray | Any, *, context_length: 
         raise ValueError(f"context_length {context_length} exceeds the model's max_position_embeddings {max_pos}")
     seq = seq.long()
     device = _device(model)
-    keep_ok = "logits_to_keep" in inspect.signature(model.forward).parameters
+    keep_ok = keeps_logits(model)
 
     # group consecutive windows of equal length into batches
     batches: list[list[tuple[int, int, int]]] = []

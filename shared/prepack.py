@@ -70,7 +70,7 @@ def _eligible(model: torch.nn.Module) -> list[tuple[str, torch.nn.Linear]]:
             if type(mod) is torch.nn.Linear and "forward" not in vars(mod)]
 
 
-def _why_not(model: torch.nn.Module, layers) -> str | None:
+def _why_not(layers) -> str | None:
     if torch.is_grad_enabled():
         return "gradients are enabled (prepacking is for inference only)"
     why = available()
@@ -108,7 +108,7 @@ def prepacked(model: torch.nn.Module, enabled: bool = True):
         yield Packing(reason="prepacking was turned off")
         return
     layers = _eligible(model)
-    why = _why_not(model, layers)
+    why = _why_not(layers)
     if why:
         yield Packing(reason=why)
         return

@@ -92,16 +92,19 @@ def common_prefix(rows: Sequence[Sequence[int]]) -> int:
     return max(n, 0)
 
 
+def _call(model, **kw):
+    """``model(use_cache=True, **kw)``; transformers 5.24 renames forward's past_key_values to cache, and older
+    5.x know only the old name, so its deprecation warning is silenced."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*past_key_values. is deprecated", category=FutureWarning)
+        return model(use_cache=True, **kw)
+
+
 def _prefill(model, enc: list[list[int]], pad: int, device, *, share_prefix: bool):
     """One forward over the prompts ``enc`` (the last position's logits) and the attention mask of the cache it
     leaves. The prompts' common prefix (a chat template's system turn) runs once, as one row, and its
     cache is repeated for every prompt; each prompt's own ids follow, left padded after the prefix. The
     positions count the unpadded ids, so each prompt sees what it would alone."""
-    def call(**kw):
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*past_key_values. is deprecated", category=FutureWarning)
-            return model(use_cache=True, **kw)
-
     p = common_prefix(enc) if share_prefix and len(enc) > 1 else 0
     rest = [e[p:] for e in enc]
     width = max(len(e) for e in rest)
@@ -109,11 +112,11 @@ def _prefill(model, enc: list[list[int]], pad: int, device, *, share_prefix: boo
     attn = torch.tensor([[1] * p + [0] * (width - len(e)) + [1] * len(e) for e in rest], device=device)
     pos = (attn.cumsum(-1) - 1).clamp(min=0)[:, p:]
     if not p:
-        return call(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=1), attn
-    head = call(input_ids=torch.tensor([enc[0][:p]], device=device), logits_to_keep=1)
+        return _call(model, input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=1), attn
+    head = _call(model, input_ids=torch.tensor([enc[0][:p]], device=device), logits_to_keep=1)
     cache = head.past_key_values
     cache.batch_repeat_interleave(len(enc))
-    out = call(input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache, logits_to_keep=1)
+    out = _call(model, input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache, logits_to_keep=1)
     return out, attn
 
 
@@ -197,11 +200,8 @@ def rollouts(model, tokenizer, prompts: Sequence[str], *, k: int, max_new_tokens
                     rows, nxt, attn = rows[keep], nxt[keep], attn[keep.to(device)]
                 attn = torch.cat([attn, attn.new_ones(len(rows), 1)], dim=-1)
                 pos = (attn.sum(-1, keepdim=True) - 1)
-                with warnings.catch_warnings():
-                    # transformers 5.24 renames forward's past_key_values to cache; older 5.x know only the old name
-                    warnings.filterwarnings("ignore", message=".*past_key_values. is deprecated", category=FutureWarning)
-                    out = model(input_ids=nxt[:, None].to(device), attention_mask=attn, position_ids=pos,
-                                past_key_values=cache, use_cache=True)
+                out = _call(model, input_ids=nxt[:, None].to(device), attention_mask=attn, position_ids=pos,
+                            past_key_values=cache)
                 logits = out.logits[:, -1]
             for i in range(len(chunk)):
                 rs = range(i * k, (i + 1) * k)

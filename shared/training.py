@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from acl26 import checks, io, models, paths
+from acl26 import checks, evaluation, io, models, paths
 from acl26.errors import cache_entry_error
 
 log = logging.getLogger(__name__)
@@ -342,16 +342,6 @@ class FrozenPrefix:
             handle.remove()
 
 
-def _keeps_columns(model) -> bool:
-    """Whether ``model``'s forward takes ``logits_to_keep`` (transformers' causal LMs: a 1-D tensor of columns)."""
-    import inspect
-
-    try:
-        return "logits_to_keep" in inspect.signature(model.forward).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 def labelled_columns(labels: torch.Tensor) -> torch.Tensor:
     """The columns ``c`` whose logits some row's loss reads: ``labels[:, c + 1]`` is labelled in some row."""
     return (labels[:, 1:] != IGNORE).any(dim=0).nonzero().squeeze(-1)
@@ -368,7 +358,7 @@ def _forward(model, input_ids: torch.Tensor, labels: torch.Tensor | None, prefix
     """
     if prefix is not None:
         return prefix(model, input_ids, labels=labels)
-    if labels is not None and labels is not input_ids and _keeps_columns(model):
+    if labels is not None and labels is not input_ids and evaluation.keeps_logits(model):
         cols = labelled_columns(labels)
         if 0 < len(cols) < labels.shape[1] - 1:
             import torch.nn.functional as F

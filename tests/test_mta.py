@@ -671,7 +671,7 @@ def test_one_reference_pass_gives_the_nll_and_the_kl_with_or_without_logits_to_k
         want = -np.mean([float(lq[i - 1, e.ids[i]]) for i in range(1, len(e.ids)) if e.labels[i]])
         assert v == pytest.approx(want, rel=1e-5)
     # a forward without logits_to_keep takes the full logits and gives the same figures
-    monkeypatch.setattr(Dl, "_keeps_logits", lambda model: False)
+    monkeypatch.setattr(Dl.evaluation, "keeps_logits", lambda model: False)
     full = Dl.reference_scores(student, items, 0, batch_size=4, teacher_lp=t_lp)
     assert np.allclose(full["nll"], got["nll"], rtol=1e-5) and np.allclose(full["kl"], got["kl"], rtol=1e-5)
     assert "kl" not in Dl.reference_scores(student, items, 0)

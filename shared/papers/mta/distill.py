@@ -376,17 +376,6 @@ def step_times(setup: Setup, conds: dict[str, Condition], *, batch_size: int, ro
 # evaluation
 
 
-def _keeps_logits(model) -> bool:
-    """Whether ``model``'s forward takes ``logits_to_keep`` (transformers' causal LMs: the head then runs
-    only at the positions asked for, its logit processing included)."""
-    import inspect
-
-    try:
-        return "logits_to_keep" in inspect.signature(model.forward).parameters
-    except (TypeError, ValueError):  # pragma: no cover - a forward without a signature
-        return False
-
-
 def _at_reference(model, items: Sequence[D.Encoded], pad_id: int, batch_size: int):
     """Per item, in order, ``(logits, targets)``: ``model``'s float32 logits at every position that predicts
     a token of the reference (or its EOS), ``[n_positions, vocab]``, and those tokens' ids, teacher-forced
@@ -395,7 +384,7 @@ def _at_reference(model, items: Sequence[D.Encoded], pad_id: int, batch_size: in
     checks.integer("batch_size", batch_size, 1)
     was = model.training
     model.eval()
-    keep = _keeps_logits(model)
+    keep = evaluation.keeps_logits(model)
     try:
         dev = next(model.parameters()).device
         for lo in range(0, len(items), batch_size):
