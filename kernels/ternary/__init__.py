@@ -76,5 +76,5 @@ from acl26.kernels.ternary.formats import BLOCK_ROWS, FORMATS, Format, Layout, P
 from acl26.kernels.ternary.intrinsics import HOST_FEATURES, HOST_SIMD_LEVEL  # noqa: F401
 from acl26.kernels.ternary.matmul import GEMM_TILE, GEMV_BLOCKS, gemm, gemv, prepare_gemv, read_bandwidth  # noqa: F401
 from acl26.kernels.ternary.pack import pack_i2, pack_sherry, pack_tl2, unpack_i2, unpack_sherry, unpack_tl2  # noqa: F401
-from acl26.kernels.ternary.quantize import absmean_ternarize, sparse_ternarize  # noqa: F401
+from acl26.kernels.ternary.quantize import absmean_ternarize, sparse_split, sparse_ternarize  # noqa: F401
 from acl26.kernels.ternary.simd import SIMD_LEVELS, simd_level  # noqa: F401

@@ -58,6 +58,53 @@ def _sparse_ternarize(W, T, sums, gs):
                     sums[r, c // gs] += np.float64(abs(w))
 
 
+def sparse_split(W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The 3:4 quantizer's two arrays before any sum, in one pass: ``(T, kept)``, both float32 ``(n_out, n_in)``.
+
+    ``T`` is :func:`sparse_ternarize`'s ternary matrix as float32 (the same zero on the same tie-break), its
+    zeros signed as ``w``'s (-0.0 where the zeroed weight is negative, as ``sign * 0`` gives); ``kept`` is
+    ``|w|`` where ``T`` keeps the weight and +0.0 where it zeroes it. A caller sums ``kept`` in its own order
+    for the scale (Sherry's QAT, :func:`acl26.papers.sherry.qat.sparse34`, sums it as torch does, so its
+    result is bit for bit the one it computed with torch ops alone). ``W`` is a C-contiguous 2-D float32
+    array with ``n_in % 4 == 0``; NaN or inf raises."""
+    if not isinstance(W, np.ndarray) or W.ndim != 2 or W.dtype != np.float32 or W.size == 0:
+        raise ValueError(f"W must be a non-empty 2-D float32 array, got {getattr(W, 'shape', None)} "
+                         f"{getattr(W, 'dtype', type(W).__name__)}")
+    if W.shape[1] % 4:
+        raise ValueError(f"W: the input dimension (last axis) must be a multiple of 4, got {W.shape[1]}")
+    W = np.ascontiguousarray(W)
+    T = np.empty(W.shape, np.float32)
+    kept = np.empty(W.shape, np.float32)
+    if not _sparse_split(W, T, kept):
+        raise ValueError("W must be finite (no NaN or inf)")
+    return T, kept
+
+
+@njit(cache=True, parallel=True)
+def _sparse_split(W, T, kept):
+    bad = 0
+    for r in prange(W.shape[0]):
+        for j in range(W.shape[1] // 4):
+            c = 4 * j
+            zero = 0
+            low = abs(W[r, c])
+            for k in range(1, 4):
+                if abs(W[r, c + k]) < low:
+                    low = abs(W[r, c + k])
+                    zero = k
+            for k in range(4):
+                w = W[r, c + k]
+                if not np.isfinite(w):
+                    bad += 1
+                if k == zero:
+                    T[r, c + k] = np.float32(-0.0) if w < 0 else np.float32(0.0)
+                    kept[r, c + k] = np.float32(0.0)
+                else:
+                    T[r, c + k] = np.float32(-1.0) if w < 0 else np.float32(1.0)
+                    kept[r, c + k] = abs(w)
+    return bad == 0
+
+
 def absmean_ternarize(W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """BitNet b1.58's quantizer: ``T = clip(round(W / g), -1, 1)``, ``g = max(mean|W|, 1e-5)``.
 
