@@ -298,6 +298,8 @@ def run_experiments(params: dict, progress: bool = True) -> dict:
     prefix = frozen_prefix(params)
     for seed in params["seeds"]:
         for variant in params["variants"]:
+            if variant == "fp" and seed not in params["seeds"][:params["fp_seeds"]]:
+                continue  # the control's reference (spec.FP_SEEDS)
             result, val = qat(params, variant, seed=seed, progress=progress, prefix=prefix)
             if seed == first:
                 runs[variant] = result
