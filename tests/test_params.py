@@ -255,6 +255,8 @@ def test_every_seed_is_a_torch_seed_and_nothing_more():
     ("sherry", {"qat_blocks": []}, "'qat_blocks': expected at least 1 item"),
     ("sherry", {"qat_steps": 6, "track_every": 6}, "track_every must be below qat_steps"),
     ("sherry", {"variants": ["fp", "fp"]}, "'variants': duplicate items"),
+    ("sherry", {"seeds": [0, 1], "fp_seeds": 3}, r"fp_seeds must not exceed the number of seeds \(got seeds=\[0, 1\], fp_seeds=3\)"),
+    ("sherry", {"fp_seeds": 0}, "'fp_seeds': 0 is below the minimum 1"),
     ("sherry", {"checkpoint": "/nonexistent/llama"}, "'checkpoint'"),
     # MTA
     ("mta", {"seeds": [0]}, "'seeds': expected at least 2 item"),

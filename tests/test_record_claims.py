@@ -180,6 +180,28 @@ def test_sherry_accuracy_ratios_are_decided_on_a_block_bootstrap_when_given():
     assert verdicts("sherry", r)["arenas_gain"] == C.INCONCLUSIVE
 
 
+def test_sherry_full_precision_on_one_seed_decides_its_control_on_blocks_and_the_claims_on_seeds():
+    """The book profile trains full precision on the first seed only (spec.FP_SEEDS): qat_separates falls back
+    to the paired bootstrap over that seed's blocks, the claims between ternary variants keep their seeds."""
+    import numpy as np
+
+    rng = np.random.default_rng(2)
+    base = rng.normal(5.5, 0.2, 32)
+    r = sherry_cases.good()
+    r["qat_seeds"]["fp"] = {0: r["qat_seeds"]["fp"][0]}
+    r["qat_block_nll"] = {"fp": list(base), "absmean": list(base + 0.2 + rng.normal(0, 0.01, 32)),
+                          "sparse34": list(base + 0.19), "sparse34+arenas": list(base + 0.18)}
+    ledger = _sherry_ledger(r)
+    sep, gain = ledger.entries["qat_separates"], ledger.entries["arenas_gain"]
+    assert sep.holds == C.HOLDS and "paired bootstrap over 32 blocks" in sep.note
+    assert sep.interval.method == "paired bootstrap over blocks" and sep.interval.n == 32
+    assert gain.holds == C.HOLDS and gain.interval.method == "t over seeds" and gain.interval.n == 3
+    # absmean no better than full precision on those blocks: the control fails, and the claims it names are not testable
+    r["qat_block_nll"]["absmean"] = list(base - 0.01 + rng.normal(0, 0.01, 32))
+    got = verdicts("sherry", r)
+    assert got["qat_separates"] != C.HOLDS and got["arenas_gain"] == got["matches_158"] == C.NOT_TESTABLE
+
+
 def test_sherry_trapping_is_decided_on_the_gradient_rank_with_the_stuck_share_beside_it():
     r = sherry_cases.good()
     ledger = _sherry_ledger(r)

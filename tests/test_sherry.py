@@ -34,6 +34,52 @@ def test_torch_3to4_quantizer_matches_the_kernel(w):
     assert np.all((kt != 0).reshape(len(w), -1, 4).sum(-1) == 3)
 
 
+def _sparse34_torch_ops(w: torch.Tensor):
+    """qat.sparse34 as it was written in torch ops alone (before the Numba pass): the reference its fast
+    path must equal bit for bit (T with its signed zeros, and the scale)."""
+    out_f, in_f = w.shape
+    g = w.detach().reshape(out_f, in_f // 4, 4)
+    a = g.abs()
+    keep = torch.ones_like(g).scatter_(-1, a.argmin(-1, keepdim=True), 0.0)
+    t = torch.where(g < 0, -1.0, 1.0).to(w.dtype) * keep
+    return t.reshape(out_f, in_f), (a * keep).sum(dim=(1, 2)) / keep.sum(dim=(1, 2))
+
+
+@given(weights(), st.booleans())
+def test_the_3to4_fast_path_equals_the_torch_ops_bit_for_bit(w, negative_zeros):
+    if negative_zeros:  # zeroed weights that are -0.0 or negative keep their sign in T, as sign * 0 gives
+        w = np.where(np.arange(w.size).reshape(w.shape) % 3 == 0, np.float32(-0.0), w).astype(np.float32)
+    x = torch.from_numpy(w)
+    t, s = sherry.sparse34(x)
+    rt, rs = _sparse34_torch_ops(x)
+    assert torch.equal(t.view(torch.int32), rt.view(torch.int32))
+    assert torch.equal(s.view(torch.int32), rs.view(torch.int32))
+    # a non-contiguous weight (a transposed view) takes the torch path: the same T, and its scale is the torch
+    # ops' on that view (torch may sum a strided view in another order, as it always did)
+    view = torch.from_numpy(np.ascontiguousarray(w.T)).T
+    tt, ts = sherry.sparse34(view)
+    vt, vs = _sparse34_torch_ops(view)
+    assert torch.equal(tt.view(torch.int32), rt.view(torch.int32)) and torch.equal(ts.view(torch.int32), vs.view(torch.int32))
+    assert torch.allclose(ts, rs, rtol=1e-6, atol=0)
+
+
+def test_sparse_split_refuses_what_it_cannot_quantize():
+    kt, kept = ternary.sparse_split(np.array([[0.5, -0.1, -2.0, 0.1]], np.float32))
+    assert kt.tolist() == [[1.0, -0.0, -1.0, 1.0]] and np.signbit(kt[0, 1])
+    assert kept.dtype == np.float32 and np.array_equal(kept, np.array([[0.5, 0.0, 2.0, 0.1]], np.float32))
+    for bad, what in ((np.ones((2, 6), np.float32), "multiple of 4"), (np.ones((2, 8)), "float32"),
+                      (np.ones(8, np.float32), "2-D"), (np.ones((0, 8), np.float32), "non-empty")):
+        with pytest.raises(ValueError, match=what):
+            ternary.sparse_split(bad)
+    for v in (np.nan, np.inf, -np.inf):
+        w = np.ones((3, 8), np.float32)
+        w[2, 5] = v
+        with pytest.raises(ValueError, match="finite"):
+            ternary.sparse_split(w)
+        with pytest.raises(ValueError, match="finite"):
+            sherry.sparse34(torch.from_numpy(w))
+
+
 @given(weights())
 def test_torch_absmean_matches_the_kernel(w):
     t, s = sherry.absmean(torch.from_numpy(w))
