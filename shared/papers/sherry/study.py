@@ -171,8 +171,8 @@ def qat(params: dict, variant: str, *, seed: int | None = None, progress: bool =
 def frozen_prefix(params: dict) -> training.FrozenPrefix | None:
     """One :class:`acl26.training.FrozenPrefix` for the QAT runs of ``params``: the layers below the shallowest
     of ``qat_blocks`` (None where that is layer 0). Every variant of a seed draws the same batches, so
-    three of four variants find their batches' prefix outputs kept: measured on SmolLM2 (book profile,
-    AMD EPYC, 2 cores), blocks 0-12 took about 0.12 s of a 1.0 s step, and the evaluations run them too."""
+    the later variants find their batches' prefix outputs kept: measured on SmolLM2 (AMD EPYC, 2 cores), blocks
+    0-12 took about 0.12 s of a 1.0 s step, and the evaluations run them too."""
     first = min(params["qat_blocks"])
     return training.FrozenPrefix(first) if first > 0 else None
 
