@@ -34,8 +34,8 @@ VARIANTS = {
 #: trained ones, and the chapter from an empty cache took 2640 s at 13-16 (13 blocks above) against its 2160 s, its
 #: 10 trainings 1943 s of it (AMD EPYC, 2 cores). Measured on the same machine in one process, order rotated, 2
 #: rounds: a book QAT step 0.66-0.72 s at 13-16 against 0.40-0.43 s at 21-24; a 4-block evaluation 1.54-1.56 s
-#: against 0.98-1.04 s; the 32-block final evaluation 10.7-11.2 s against 8.0-8.6 s. Still below the middle of
-#: the network rather than at its top, so the gradients keep a stack of full-precision blocks above them. The
+#: against 0.98-1.04 s; the 32-block final evaluation 10.7-11.2 s against 8.0-8.6 s. Above the middle of the
+#: network but short of its top, so the gradients still pass through full-precision blocks above them. The
 #: verdicts at 13-16 are in the notes of issue 40; what moved with the blocks is said there.
 QAT_BLOCKS = (21, 22, 23, 24)
 #: The QAT recipe (issue 40, point 1), the authors' as far as 2 cores allow (Sherry/script/train_llama_1b.sh and
