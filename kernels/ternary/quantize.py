@@ -38,17 +38,25 @@ def sparse_ternarize(W: np.ndarray, group_size: int | None = None) -> tuple[np.n
     return T, (scale[:, 0].copy() if group_size is None else scale)
 
 
+@njit(cache=True, inline="always")
+def _zeroed(W, r, c):
+    """The place (0-3) of the weight the 3:4 quantizer zeroes in the group ``W[r, c:c + 4]``: the smallest |w|, the
+    first of tied ones."""
+    zero = 0
+    low = abs(W[r, c])
+    for k in range(1, 4):
+        if abs(W[r, c + k]) < low:
+            low = abs(W[r, c + k])
+            zero = k
+    return zero
+
+
 @njit(cache=True, parallel=True)
 def _sparse_ternarize(W, T, sums, gs):
     for r in prange(W.shape[0]):
         for j in range(W.shape[1] // 4):
             c = 4 * j
-            zero = 0
-            low = abs(W[r, c])
-            for k in range(1, 4):
-                if abs(W[r, c + k]) < low:
-                    low = abs(W[r, c + k])
-                    zero = k
+            zero = _zeroed(W, r, c)
             for k in range(4):
                 w = W[r, c + k]
                 if k == zero:
@@ -86,12 +94,7 @@ def _sparse_split(W, T, kept):
     for r in prange(W.shape[0]):
         for j in range(W.shape[1] // 4):
             c = 4 * j
-            zero = 0
-            low = abs(W[r, c])
-            for k in range(1, 4):
-                if abs(W[r, c + k]) < low:
-                    low = abs(W[r, c + k])
-                    zero = k
+            zero = _zeroed(W, r, c)
             for k in range(4):
                 w = W[r, c + k]
                 if not np.isfinite(w):
