@@ -80,6 +80,21 @@ def test_sparse_ternarize_matches_twin(rows, groups, group_size, seed, dtype):
     assert ((T.reshape(rows, groups, 4) == 0).sum(axis=2) == 1).all()
 
 
+@given(st.integers(1, 70), st.integers(1, 40), st.integers(0, 2**32 - 1))
+def test_sparse_split_matches_twin_and_the_quantizer(rows, groups, seed):
+    rng = np.random.default_rng(seed)
+    W = rng.standard_normal((rows, 4 * groups)).astype(np.float32)
+    if seed % 3 == 0:  # ties, zeros and signed zeros: coarse values
+        W = np.round(W * 2) / 2
+        W[rng.random(W.shape) < 0.2] = np.float32(-0.0)
+    T, kept = tn.sparse_split(W)
+    T_ref, kept_ref = naive.sparse_split(W)
+    assert T.dtype == kept.dtype == np.float32
+    assert np.array_equal(T.view(np.int32), T_ref.view(np.int32))  # bit for bit: the zeros' signs too
+    assert np.array_equal(kept.view(np.int32), kept_ref.view(np.int32))
+    assert np.array_equal(T.astype(np.int8), tn.sparse_ternarize(W)[0])  # the same zero as the quantizer's
+
+
 def test_sparse_ternarize_tie_break_and_signs():
     W = np.array([[0.5, -0.5, 0.5, -0.5, -0.0, 0.0, 2.0, -3.0]], np.float32)
     T, scale = tn.sparse_ternarize(W)
